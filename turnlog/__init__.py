@@ -1,0 +1,18 @@
+"""turnlog: an event-sourced session engine for multi-platform agent gateways."""
+
+from .api import DEFAULT_DB, HistoryEntry, Turnlog, open
+from .clock import Clock, ManualClock, SequentialIds, SystemClock
+from .commands.routing import RouteResult
+from .config import EngineConfig
+from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
+from .domain.policy import ResetPolicies, ResetPolicy
+from .domain.source import ChatType, Platform, SessionSource
+from .errors import (ConflictError, InvalidRequest, LeaseTimeout, NotFound, StaleLease, StoreError,
+                     TurnlogError)
+
+__all__ = [
+    "DEFAULT_DB", "HistoryEntry", "Turnlog", "open", "Clock", "ManualClock", "SequentialIds", "SystemClock",
+    "RouteResult", "EngineConfig", "RoutingKey", "build_session_key", "is_shared_multi_user_session",
+    "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
+    "ConflictError", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError", "TurnlogError",
+]

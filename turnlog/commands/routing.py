@@ -1,0 +1,212 @@
+"""Routing commands: which session a message belongs to, and the session lifecycle (spec §3, §4).
+
+Decisions read aggregates (strongly consistent) and save their events in one transaction, so a
+race between processes is settled by optimistic concurrency: the loser re-reads and adopts the
+winner's decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..domain.keys import RoutingKey, resolve_routing_key
+from ..domain.policy import route_decision
+from ..domain.route import Route
+from ..domain.session import Session
+from ..domain.source import SessionSource
+from ..errors import InvalidRequest, NotFound
+from .context import CommandContext, session_aggregate_id
+from .singleflight import SingleFlight
+
+# Why a new session was made, beyond the policy's reasons (idle, daily, suspended, ...).
+FIRST_MESSAGE = "first_message"
+FORCE_NEW = "force_new"
+ROUTE_DETACHED = "route_detached"
+PREVIOUS_ENDED = "previous_ended"
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    session_key: str
+    session_id: str
+    route_id: str
+    created: bool
+    reason: str | None  # why a new session was made; None when the current one was kept
+    previous_session_id: str | None
+    shared: bool
+    position: int  # the log position of the last event this call wrote (0 if none)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def actor_of(source: SessionSource) -> str:
+    who = source.user_id_alt or source.user_id
+    return f"{source.platform}:user:{who}" if who else f"{source.platform}:chat:{source.chat_id}"
+
+
+def cause_of(source: SessionSource, default: str) -> str:
+    return f"message:{source.message_id}" if source.message_id else default
+
+
+def origin_of(source: SessionSource) -> dict[str, Any]:
+    """The source as stored on routes and sessions: without the per-message id."""
+    origin = source.to_dict()
+    origin.pop("message_id", None)
+    return origin
+
+
+class RoutingCommands:
+    def __init__(self, ctx: CommandContext) -> None:
+        self.ctx = ctx
+        self._flight = SingleFlight()
+
+    def routing_key(self, source: SessionSource) -> RoutingKey:
+        return resolve_routing_key(source, profile=source.profile or self.ctx.config.profile,
+                                   **self.ctx.config.key_options())
+
+    def get_or_create_session(self, source: SessionSource, *, force_new: bool = False,
+                              touch_activity: bool = True, actor: str | None = None,
+                              cause: str | None = None) -> RouteResult:
+        if not isinstance(source, SessionSource):
+            raise InvalidRequest(f"source must be a SessionSource, got {type(source).__name__}")
+        rk = self.routing_key(source)
+        actor = actor or actor_of(source)
+        cause = cause or cause_of(source, "route")
+        return self._flight.do(
+            rk.route_id,
+            lambda: self.ctx.retrying(
+                lambda: self._route(rk, source, force_new, touch_activity, actor, cause),
+                f"routing {rk.key}",
+            ),
+        )
+
+    def _route(self, rk: RoutingKey, source: SessionSource, force_new: bool, touch_activity: bool,
+               actor: str, cause: str) -> RouteResult:
+        ctx = self.ctx
+        now = ctx.clock.now()
+        origin = origin_of(source)
+        route: Route | None = ctx.get(rk.route_id)
+        if route is None:
+            route = Route.start(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
+                                session_key=rk.key, parts=list(rk.parts), origin=origin)
+            return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause)
+        current: Session | None = ctx.session(route.session_id) if route.session_id else None
+        if force_new:
+            reason, end_reason = FORCE_NEW, "session_reset"
+        elif current is None:
+            reason, end_reason = ROUTE_DETACHED, None
+        elif current.ended:
+            reason, end_reason = PREVIOUS_ENDED, None
+        else:
+            reason = route_decision(
+                current, now=now, policy=ctx.config.reset.for_source(source.platform, source.chat_type),
+                freshness_window_s=ctx.config.freshness_window_s,
+                background=self._background(rk.key, current.session_id),
+            )
+            end_reason = reason
+            if reason is None:
+                if not touch_activity and origin == route.origin:
+                    return self._result(rk, route.session_id, False, None, None, 0)
+                route.note_origin(origin, at=now, actor=actor, cause=cause)
+                if touch_activity:
+                    current.touch(rk.key, at=now, actor=actor, cause=cause)
+                position = ctx.save(route, current)
+                return self._result(rk, current.session_id, False, None, None, position)
+        if current is not None and end_reason is not None:
+            current.end(end_reason, at=now, actor=actor if force_new else "system:policy", cause=cause)
+        return self._new_session(route, rk, origin, reason, current, now, actor, cause)
+
+    def _background(self, session_key: str, session_id: str):  # type: ignore[no-untyped-def]
+        guard = self.ctx.config.background_guard
+        return None if guard is None else (lambda: guard(session_key, session_id))
+
+    def _new_session(self, route: Route, rk: RoutingKey, origin: dict[str, Any], reason: str,
+                     previous: Session | None, now: datetime, actor: str, cause: str,
+                     parent_session_id: str | None = None) -> RouteResult:
+        session_id = self.ctx.new_session_id(now)
+        session = Session.start(
+            Session.Created, id=session_aggregate_id(session_id), at=now, actor=actor, cause=cause,
+            session_id=session_id, session_key=rk.key, origin=origin, reason=reason,
+            previous_session_id=previous.session_id if previous else None,
+            parent_session_id=parent_session_id,
+        )
+        route.note_origin(origin, at=now, actor=actor, cause=cause)
+        route.bind(session_id, reason=reason, at=now, actor=actor, cause=cause)
+        position = self.ctx.save(*([previous] if previous is not None else []), session, route)
+        return self._result(rk, session_id, True, reason, previous.session_id if previous else None, position)
+
+    @staticmethod
+    def _result(rk: RoutingKey, session_id: str, created: bool, reason: str | None,
+                previous: str | None, position: int) -> RouteResult:
+        return RouteResult(session_key=rk.key, session_id=session_id, route_id=str(rk.route_id),
+                           created=created, reason=reason, previous_session_id=previous,
+                           shared=rk.shared, position=position)
+
+    # -- lifecycle commands on a route (by its aggregate id) or on a session ------------------
+
+    def switch_session(self, route_id: Any, target_session_id: str, *, actor: str, cause: str) -> RouteResult | None:
+        """Point a routing key at an existing session (spec §4); None when the key is unknown."""
+        def attempt() -> RouteResult | None:
+            ctx = self.ctx
+            route: Route | None = ctx.get(route_id)
+            if route is None:
+                return None
+            rk = RoutingKey(parts=route.parts, shared=False)
+            target = ctx.session(target_session_id)
+            if target is None:
+                raise NotFound(f"no session {target_session_id!r}")
+            if route.session_id == target_session_id:
+                return self._result(rk, target_session_id, False, None, None, 0)
+            now = ctx.clock.now()
+            previous = ctx.session(route.session_id) if route.session_id else None
+            if previous is not None:
+                previous.end("session_switch", at=now, actor=actor, cause=cause)
+            target.reopen(route.session_key, at=now, actor=actor, cause=cause)
+            route.bind(target_session_id, reason="session_switch", at=now, actor=actor, cause=cause)
+            position = ctx.save(*([previous] if previous is not None else []), target, route)
+            return self._result(rk, target_session_id, False, "session_switch",
+                                previous.session_id if previous else None, position)
+        return self.ctx.retrying(attempt, f"switching to {target_session_id}")
+
+    def detach(self, route_id: Any, *, end_reason: str, actor: str, cause: str) -> str | None:
+        """End the route's session and unbind it, so that the next message gets a new one."""
+        def attempt() -> str | None:
+            ctx = self.ctx
+            route: Route | None = ctx.get(route_id)
+            if route is None or route.session_id is None:
+                return None
+            now = ctx.clock.now()
+            session = ctx.session(route.session_id)
+            route.detach(reason=end_reason, at=now, actor=actor, cause=cause)
+            items: list[Any] = [route]
+            if session is not None:
+                session.end(end_reason, at=now, actor=actor, cause=cause)
+                items.append(session)
+            ctx.save(*items)
+            return session.session_id if session is not None else None
+        return self.ctx.retrying(attempt, "detaching a route")
+
+    def change_session(self, session_id: str, change: str, *, actor: str, cause: str,
+                       reason: str | None = None) -> bool:
+        """suspend / mark_resume_pending / clear_resume_pending; False when the state refuses it."""
+        def attempt() -> bool:
+            ctx = self.ctx
+            session = ctx.session(session_id)
+            if session is None:
+                raise NotFound(f"no session {session_id!r}")
+            now = ctx.clock.now()
+            if change == "suspend":
+                changed = session.suspend(reason or "operator", at=now, actor=actor, cause=cause)
+            elif change == "mark_resume_pending":
+                changed = session.mark_resume_pending(reason or "restart_timeout", at=now, actor=actor, cause=cause)
+            elif change == "clear_resume_pending":
+                changed = session.clear_resume_pending(at=now, actor=actor, cause=cause)
+            else:
+                raise InvalidRequest(f"unknown session change {change!r}")
+            if changed:
+                ctx.save(session)
+            return changed
+        return self.ctx.retrying(attempt, f"{change} on {session_id}")

@@ -1,0 +1,54 @@
+"""Engine settings: the key rule's flags, the reset policy, and the lease timings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable, Mapping
+
+from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
+
+# A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
+# the start times of its live processes (those older than the policy's age cap are ignored).
+BackgroundGuard = Callable[[str, str], "bool | Iterable[datetime]"]
+
+DEFAULT_LEASE_TIMEOUT_S = 1800.0
+DEFAULT_LEASE_TTL_S = 30.0
+
+
+def _float_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    profile: str | None = None  # used when a source names no profile of its own
+    whatsapp_aliases: str | Mapping[str, Iterable[str]] | None = None
+    reset: ResetPolicies = field(default_factory=ResetPolicies)
+    freshness_window_s: float = field(
+        default_factory=lambda: freshness_window_from_env(os.environ.get("TURNLOG_AUTO_CONTINUE_FRESHNESS"))
+    )
+    background_guard: BackgroundGuard | None = None
+    lease_timeout_s: float = field(
+        default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT_S)
+    )
+    lease_ttl_s: float = field(default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TTL", DEFAULT_LEASE_TTL_S))
+
+    def key_options(self) -> dict[str, Any]:
+        return {
+            "group_sessions_per_user": self.group_sessions_per_user,
+            "thread_sessions_per_user": self.thread_sessions_per_user,
+            "whatsapp_aliases": self.whatsapp_aliases,
+        }
+
+
+__all__ = ["EngineConfig", "BackgroundGuard", "DEFAULT_FRESHNESS_WINDOW_S"]

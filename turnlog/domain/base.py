@@ -1,0 +1,42 @@
+"""What every turnlog aggregate and event shares: explicit topics, an actor and a cause.
+
+Events are the public record. Each one says who acted (a platform user, `cli`, `system:policy`,
+...) and why (the inbound message, command or rule that caused it), and carries the time the
+injected clock gave, so that a replay reproduces the same history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID, uuid5
+
+from eventsourcing.domain import Aggregate
+
+from .keys import TURNLOG_NAMESPACE
+
+A = TypeVar("A", bound="TurnlogAggregate")
+
+
+def stream_id(kind: str, name: str) -> UUID:
+    """The deterministic id of a per-session or per-key stream, e.g. ("lease", session_id)."""
+    return uuid5(TURNLOG_NAMESPACE, f"{kind}:{name}")
+
+
+class TurnlogAggregate(Aggregate):
+    """Subclasses give themselves and every event class an explicit TOPIC (a stable public name
+    that survives moving the code), and name their creation event class `Created`."""
+
+    class Event(Aggregate.Event):
+        actor: str
+        cause: str
+
+    class Created(Event, Aggregate.Created):
+        pass
+
+    @classmethod
+    def start(cls: type[A], event_class: type, *, id: UUID, at: datetime, **fields: Any) -> A:
+        return cls._create(event_class, id=id, timestamp=at, **fields)
+
+    def record(self, event_class: type, *, at: datetime, **fields: Any) -> None:
+        self.trigger_event(event_class, timestamp=at, **fields)

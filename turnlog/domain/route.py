@@ -1,0 +1,67 @@
+"""Route: one routing key and the session it currently points at.
+
+Its id is derived from the key's parts (see keys.RoutingKey.route_id), so "create the route for
+this key" is race-free across processes: a second creator gets an optimistic-concurrency conflict.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .base import TurnlogAggregate
+
+
+class Route(TurnlogAggregate):
+    TOPIC = "turnlog:Route"
+
+    class Created(TurnlogAggregate.Created):
+        TOPIC = "turnlog:RouteRegistered"
+        session_key: str
+        parts: list[str]
+        origin: dict[str, Any] | None
+
+        def apply(self, route: "Route") -> None:
+            route.session_key = self.session_key
+            route.parts = tuple(self.parts)
+            route.origin = self.origin
+            route.session_id = None
+
+    class Bound(TurnlogAggregate.Event):
+        TOPIC = "turnlog:RouteBound"
+        session_id: str
+        previous_session_id: str | None
+        reason: str
+
+        def apply(self, route: "Route") -> None:
+            route.session_id = self.session_id
+
+    class Detached(TurnlogAggregate.Event):
+        TOPIC = "turnlog:RouteDetached"
+        session_id: str
+        reason: str
+
+        def apply(self, route: "Route") -> None:
+            route.session_id = None
+
+    class OriginChanged(TurnlogAggregate.Event):
+        TOPIC = "turnlog:RouteOriginChanged"
+        origin: dict[str, Any]
+
+        def apply(self, route: "Route") -> None:
+            route.origin = self.origin
+
+
+    def bind(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
+        if session_id != self.session_id:
+            self.record(Route.Bound, at=at, actor=actor, cause=cause, session_id=session_id,
+                        previous_session_id=self.session_id, reason=reason)
+
+    def detach(self, *, reason: str, at: datetime, actor: str, cause: str) -> None:
+        if self.session_id is not None:
+            self.record(Route.Detached, at=at, actor=actor, cause=cause,
+                        session_id=self.session_id, reason=reason)
+
+    def note_origin(self, origin: dict[str, Any], *, at: datetime, actor: str, cause: str) -> None:
+        if origin != self.origin:
+            self.record(Route.OriginChanged, at=at, actor=actor, cause=cause, origin=origin)

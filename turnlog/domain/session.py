@@ -1,0 +1,136 @@
+"""Session: the lifecycle flags of one conversation, never its transcript.
+
+State machine (each arrow is one event; spec §3):
+
+    created --touched--> created           (activity: the reset policy's clock)
+    created --suspended--> suspended        (the next routed message gets a new session)
+    created --resume_pending_marked--> resume_pending --resume_pending_cleared--> created
+    * --ended(reason)--> ended --reopened--> created   (switch_session revives a target)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .base import TurnlogAggregate
+from .policy import END_REASONS
+
+
+class SessionStateError(ValueError):
+    """A lifecycle command that the session's current state does not allow."""
+
+
+class Session(TurnlogAggregate):
+    TOPIC = "turnlog:Session"
+
+    class Created(TurnlogAggregate.Created):
+        TOPIC = "turnlog:SessionCreated"
+        session_id: str
+        session_key: str
+        origin: dict[str, Any] | None
+        reason: str
+        previous_session_id: str | None
+        parent_session_id: str | None
+
+        def apply(self, s: "Session") -> None:
+            s.session_id = self.session_id
+            s.session_key = self.session_key
+            s.origin = self.origin
+            s.created_reason = self.reason
+            s.parent_session_id = self.parent_session_id
+            s.last_activity = self.timestamp
+            s.suspended = False
+            s.suspend_reason = None
+            s.resume_pending = False
+            s.resume_reason = None
+            s.resume_marked_at = None
+            s.ended = False
+            s.end_reason = None
+
+    class ActivityTouched(TurnlogAggregate.Event):
+        TOPIC = "turnlog:ActivityTouched"
+        session_key: str
+
+        def apply(self, s: "Session") -> None:
+            s.last_activity = self.timestamp
+
+    class Suspended(TurnlogAggregate.Event):
+        TOPIC = "turnlog:SessionSuspended"
+        reason: str
+
+        def apply(self, s: "Session") -> None:
+            s.suspended = True
+            s.suspend_reason = self.reason
+
+    class ResumePendingMarked(TurnlogAggregate.Event):
+        TOPIC = "turnlog:ResumePendingMarked"
+        reason: str
+
+        def apply(self, s: "Session") -> None:
+            s.resume_pending = True
+            s.resume_reason = self.reason
+            s.resume_marked_at = self.timestamp
+
+    class ResumePendingCleared(TurnlogAggregate.Event):
+        TOPIC = "turnlog:ResumePendingCleared"
+
+        def apply(self, s: "Session") -> None:
+            s.resume_pending = False
+            s.resume_reason = None
+            s.resume_marked_at = None
+
+    class Ended(TurnlogAggregate.Event):
+        TOPIC = "turnlog:SessionEnded"
+        reason: str
+
+        def apply(self, s: "Session") -> None:
+            s.ended = True
+            s.end_reason = self.reason
+
+    class Reopened(TurnlogAggregate.Event):
+        TOPIC = "turnlog:SessionReopened"
+        session_key: str
+
+        def apply(self, s: "Session") -> None:
+            s.ended = False
+            s.end_reason = None
+            s.suspended = False
+            s.suspend_reason = None
+            s.resume_pending = False
+            s.resume_reason = None
+            s.resume_marked_at = None
+            s.session_key = self.session_key
+            s.last_activity = self.timestamp
+
+
+    def touch(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(Session.ActivityTouched, at=at, actor=actor, cause=cause, session_key=session_key)
+
+    def suspend(self, reason: str, *, at: datetime, actor: str, cause: str) -> bool:
+        if self.suspended or self.ended:
+            return False
+        self.record(Session.Suspended, at=at, actor=actor, cause=cause, reason=reason)
+        return True
+
+    def mark_resume_pending(self, reason: str, *, at: datetime, actor: str, cause: str) -> bool:
+        """Refused (False) while suspended or ended: a suspended session is never auto-resumed."""
+        if self.suspended or self.ended:
+            return False
+        self.record(Session.ResumePendingMarked, at=at, actor=actor, cause=cause, reason=reason)
+        return True
+
+    def clear_resume_pending(self, *, at: datetime, actor: str, cause: str) -> bool:
+        if not self.resume_pending:
+            return False
+        self.record(Session.ResumePendingCleared, at=at, actor=actor, cause=cause)
+        return True
+
+    def end(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:
+        if reason not in END_REASONS:
+            raise SessionStateError(f"unknown end reason {reason!r}")
+        if not self.ended:
+            self.record(Session.Ended, at=at, actor=actor, cause=cause, reason=reason)
+
+    def reopen(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(Session.Reopened, at=at, actor=actor, cause=cause, session_key=session_key)

@@ -1,0 +1,29 @@
+"""Errors a caller of turnlog can catch; each message is one line naming what was wrong."""
+
+
+class TurnlogError(Exception):
+    """Base of every error turnlog raises on purpose."""
+
+
+class StoreError(TurnlogError):
+    """The database cannot be opened or is not a turnlog database."""
+
+
+class NotFound(TurnlogError):
+    """No session or routing key matches what was asked for."""
+
+
+class InvalidRequest(TurnlogError, ValueError):
+    """An argument has a value turnlog cannot accept."""
+
+
+class ConflictError(TurnlogError):
+    """A command lost an optimistic-concurrency race too many times in a row."""
+
+
+class LeaseTimeout(TurnlogError):
+    """The turn lease of a session was not obtained within the timeout."""
+
+
+class StaleLease(TurnlogError):
+    """A write was attempted under a lease epoch that is no longer current."""

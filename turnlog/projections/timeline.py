@@ -1,0 +1,81 @@
+"""The audit timeline: every event with its position, time, actor, cause and data, by stream.
+
+Each row is filed under the session and the routing key it concerns, so that `history` of a
+key or of a session is one indexed read. Transcript text is summarised, not copied: the log
+holds it and the search projection indexes it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+
+from .base import event_name, topic_of
+
+_STANDARD_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic", "actor", "cause"}
+_SUMMARISED_FIELDS = {"content": 80}
+
+
+def event_data(event: Any) -> dict[str, Any]:
+    data = {}
+    for name, value in event.__dict__.items():
+        if name in _STANDARD_FIELDS:
+            continue
+        limit = _SUMMARISED_FIELDS.get(name)
+        if limit is not None and isinstance(value, str) and len(value) > limit:
+            value = value[:limit] + "…"
+        data[name] = value
+    return data
+
+
+class TimelineProjection:
+    name = "timeline"
+    tables = ("timeline", "timeline_streams")
+    topics: tuple[str, ...] = ()  # every event
+
+    def create(self, db: sqlite3.Connection) -> None:
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS timeline (
+                position INTEGER PRIMARY KEY,
+                at TEXT NOT NULL,
+                event TEXT NOT NULL,
+                actor TEXT,
+                cause TEXT,
+                stream TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                session_id TEXT,
+                route_id TEXT,
+                session_key TEXT,
+                data TEXT NOT NULL)"""
+        )
+        db.execute("CREATE INDEX IF NOT EXISTS timeline_by_session ON timeline (session_id, position)")
+        db.execute("CREATE INDEX IF NOT EXISTS timeline_by_route ON timeline (route_id, position)")
+        db.execute("CREATE INDEX IF NOT EXISTS timeline_by_key ON timeline (session_key, position)")
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS timeline_streams (
+                stream TEXT PRIMARY KEY, session_id TEXT, route_id TEXT, session_key TEXT)"""
+        )
+
+    def apply(self, db: sqlite3.Connection, event: Any, position: int) -> None:
+        stream = str(event.originator_id)
+        data = event_data(event)
+        topic = topic_of(event)
+        row = db.execute("SELECT session_id, route_id, session_key FROM timeline_streams WHERE stream=?",
+                         (stream,)).fetchone()
+        if row is None:
+            # A stream is filed by its first event: a route by its key, any other by its session.
+            is_route = topic == "turnlog:RouteRegistered"
+            row = (None if is_route else data.get("session_id"), stream if is_route else None,
+                   data.get("session_key"))
+            db.execute("INSERT INTO timeline_streams VALUES (?,?,?,?)", (stream, *row))
+        stream_session, route_id, session_key = row
+        session_id = data.get("session_id") if route_id else stream_session
+        db.execute(
+            "INSERT INTO timeline (position, at, event, actor, cause, stream, version, session_id, route_id,"
+            " session_key, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (position, event.timestamp.isoformat(), event_name(topic), getattr(event, "actor", None),
+             getattr(event, "cause", None), stream, event.originator_version, session_id, route_id,
+             data.get("session_key") or session_key, orjson.dumps(data, default=str).decode()),
+        )
