@@ -1,0 +1,279 @@
+"""The `turnlog` command: thin click functions that parse, call the public API and print.
+
+Every command prints a readable table by default and JSON with --json. A usage mistake exits
+with code 2, a runtime failure with code 1; either way the error is one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any, Callable, Iterable, Sequence
+
+import click
+import orjson
+
+from . import api
+from .domain.keys import resolve_routing_key
+from .domain.source import SessionSource, known_platforms
+from .errors import InvalidRequest, TurnlogError
+
+DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
+
+
+def echo_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+
+
+def echo_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    if not rows:
+        click.echo("(none)")
+        return
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for r in cells:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(value, default=str).decode()
+    return str(value)
+
+
+class TurnlogGroup(click.Group):
+    """Turns turnlog's own errors into one line and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except InvalidRequest as e:
+            raise click.UsageError(str(e), ctx) from None
+        except TurnlogError as e:
+            click.echo(f"Error: {e}", err=True)
+            ctx.exit(1)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
+            if os.environ.get("TURNLOG_DEBUG"):
+                raise
+            click.echo(f"Error: {type(e).__name__}: {e} (set TURNLOG_DEBUG=1 for the traceback)", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=TurnlogGroup)
+@click.option("--db", envvar="TURNLOG_DB", default=api.DEFAULT_DB, show_default=True, help=DB_HELP)
+@click.option("--views", envvar="TURNLOG_VIEWS", default=None,
+              help="Read-model SQLite file (only needed with a PostgreSQL log).")
+@click.version_option(package_name="turnlog")
+@click.pass_context
+def main(ctx: click.Context, db: str, views: str | None) -> None:
+    """turnlog: the event-sourced session engine of a multi-platform agent gateway.
+
+    Every session operation is an event in one log; the routing map, sessions and the audit
+    timeline are projections rebuilt from it.
+    """
+    ctx.obj = {"db": db, "views": views}
+
+
+def engine(ctx: click.Context) -> api.Turnlog:
+    obj = ctx.find_root().obj
+    if "engine" not in obj:
+        obj["engine"] = api.Turnlog(obj["db"], views=obj["views"])
+        ctx.call_on_close(obj["engine"].close)
+    return obj["engine"]
+
+
+def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--platform", required=True, help="telegram, discord, slack, whatsapp, feishu, weixin, ..."),
+        click.option("--chat-type", default="dm", show_default=True, help="dm, group, channel, thread, or any other"),
+        click.option("--chat-id", default="", help="Chat id (WhatsApp DM ids are canonicalised)."),
+        click.option("--thread-id", default=None),
+        click.option("--user-id", default=None),
+        click.option("--user-id-alt", default=None, help="Stable alternate user id; wins over --user-id."),
+        click.option("--scope-id", default=None, help="Workspace/guild scope (part of Slack keys)."),
+        click.option("--chat-name", default=None),
+        click.option("--user-name", default=None),
+        click.option("--profile", default=None, help="Multiplex profile (namespace agent:<profile>)."),
+        click.option("--message-id", default=None, help="The inbound message id (recorded as the cause)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def make_source(options: dict[str, Any]) -> SessionSource:
+    fields = {k: options.pop(k) for k in list(options) if k in _SOURCE_FIELDS}
+    try:
+        return SessionSource(**fields)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="source") from None
+
+
+_SOURCE_FIELDS = ("platform", "chat_type", "chat_id", "thread_id", "user_id", "user_id_alt", "scope_id",
+                  "chat_name", "user_name", "profile", "message_id")
+
+
+@main.command()
+@source_options
+@click.option("--group-per-user/--no-group-per-user", default=True, show_default=True)
+@click.option("--thread-per-user/--no-thread-per-user", default=False, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def key(as_json: bool, group_per_user: bool, thread_per_user: bool, **options: Any) -> None:
+    """Print the session key of a source (no database needed)."""
+    source = make_source(options)
+    rk = resolve_routing_key(source, group_sessions_per_user=group_per_user,
+                             thread_sessions_per_user=thread_per_user, profile=source.profile)
+    if as_json:
+        echo_json({"session_key": rk.key, "shared": rk.shared, "route_id": str(rk.route_id)})
+    else:
+        click.echo(rk.key)
+        click.echo(f"shared: {'yes' if rk.shared else 'no'}")
+
+
+@main.command()
+@source_options
+@click.option("--force-new", is_flag=True, help="Always start a new session for the key.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def route(ctx: click.Context, force_new: bool, as_json: bool, **options: Any) -> None:
+    """Route one message: get or create the session of a source."""
+    source = make_source(options)
+    result = engine(ctx).get_or_create_session(source, force_new=force_new, actor="cli" if not source.user_id else None)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    click.echo(f"session_key: {result.session_key}")
+    click.echo(f"session_id:  {result.session_id}")
+    click.echo(f"created:     {'yes' if result.created else 'no'}" + (f" ({result.reason})" if result.reason else ""))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def sessions(ctx: click.Context, as_json: bool) -> None:
+    """List every session with its flags."""
+    rows = engine(ctx).sessions()
+    if as_json:
+        echo_json(rows)
+    else:
+        for r in rows:
+            r["state"] = _state(r)
+        echo_table(rows, ["session_id", "session_key", "state", "created_reason", "updated_at"])
+
+
+def _state(row: dict[str, Any]) -> str:
+    if row["end_reason"]:
+        return f"ended:{row['end_reason']}"
+    if row["suspended"]:
+        return "suspended"
+    if row["resume_pending"]:
+        return f"resume_pending:{row['resume_reason']}"
+    return "active" if row["routed"] else "unrouted"
+
+
+@main.command()
+@click.argument("key_or_session")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def history(ctx: click.Context, key_or_session: str, as_json: bool) -> None:
+    """The audit timeline of a routing key or a session: every event with actor and cause."""
+    entries = [e.to_dict() for e in engine(ctx).history(key_or_session)]
+    if as_json:
+        echo_json(entries)
+    else:
+        echo_table(entries, ["position", "at", "event", "actor", "cause", "session_id", "data"])
+
+
+@main.command()
+@click.argument("key_or_session")
+@click.option("--reason", default="operator", show_default=True)
+@click.pass_context
+def suspend(ctx: click.Context, key_or_session: str, reason: str) -> None:
+    """Suspend a session: the next message on its key starts a new one."""
+    changed = engine(ctx).suspend(key_or_session, reason, actor="cli", cause="cli:suspend")
+    click.echo("suspended" if changed else "already suspended or ended: nothing changed")
+
+
+@main.command("resume-pending")
+@click.argument("key_or_session")
+@click.option("--reason", default="restart_timeout", show_default=True)
+@click.option("--clear", is_flag=True, help="Clear the marker instead of setting it.")
+@click.pass_context
+def resume_pending(ctx: click.Context, key_or_session: str, reason: str, clear: bool) -> None:
+    """Mark (or --clear) a session as interrupted and waiting to be resumed."""
+    t = engine(ctx)
+    if clear:
+        changed = t.clear_resume_pending(key_or_session, actor="cli", cause="cli:resume-pending")
+    else:
+        changed = t.mark_resume_pending(key_or_session, reason, actor="cli", cause="cli:resume-pending")
+    click.echo("changed" if changed else "nothing changed")
+
+
+@main.command()
+@click.argument("key")
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def switch(ctx: click.Context, key: str, session_id: str, as_json: bool) -> None:
+    """Point routing KEY at an existing SESSION_ID (the previous session ends: session_switch)."""
+    result = engine(ctx).switch_session(key, session_id, actor="cli", cause="cli:switch")
+    if result is None:
+        raise click.ClickException(f"no routing key {key!r}")
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(f"{result.session_key} -> {result.session_id}")
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, as_json: bool) -> None:
+    """Throw read models away and rebuild them from the log (routes, sessions, timeline)."""
+    if not names and not all_:
+        raise click.UsageError("name the projections to rebuild, or give --all")
+    applied = engine(ctx).rebuild(None if all_ else list(names))
+    if as_json:
+        echo_json({"events": applied})
+    else:
+        click.echo(f"rebuilt from {applied} events")
+
+
+@main.command("export-routing")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default="-", show_default=True)
+@click.pass_context
+def export_routing(ctx: click.Context, output: str) -> None:
+    """Write the routing map as Hermes-compatible sessions.json."""
+    data = orjson.dumps(engine(ctx).export_routing(), option=orjson.OPT_INDENT_2).decode()
+    if output == "-":
+        click.echo(data)
+    else:
+        with click.open_file(output, "w", atomic=True) as f:
+            f.write(data + "\n")
+
+
+@main.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Run a scripted multi-platform scenario on a fresh database and show what the log holds."""
+    from .demo import run_demo
+
+    db = ctx.find_root().obj["db"]
+    if ctx.find_root().get_parameter_source("db") == click.core.ParameterSource.DEFAULT:
+        db = os.path.join(tempfile.mkdtemp(prefix="turnlog-demo-"), "demo.db")
+    elif os.path.exists(db):
+        raise click.UsageError(f"the demo needs a fresh database; {db} exists")
+    run_demo(db, click.echo, echo_table)
+
+
+__all__ = ["main"]
