@@ -1,0 +1,207 @@
+"""SessionSource: where an inbound message came from, and the platform and chat-type vocabularies.
+
+Routing, isolation and prompt context are all derived from a source, so its fields are kept in a
+canonical form whatever the adapter hands in: the platform is a known lower-case name, chat_id is a
+string, and every other id is a string or None.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Callable, Mapping
+
+
+class Platform(StrEnum):
+    """The built-in platforms. Plugin platforms are plain strings, see register_platform()."""
+
+    LOCAL = "local"
+    TELEGRAM = "telegram"
+    DISCORD = "discord"
+    WHATSAPP = "whatsapp"
+    WHATSAPP_CLOUD = "whatsapp_cloud"
+    SLACK = "slack"
+    SIGNAL = "signal"
+    MATTERMOST = "mattermost"
+    MATRIX = "matrix"
+    HOMEASSISTANT = "homeassistant"
+    EMAIL = "email"
+    SMS = "sms"
+    DINGTALK = "dingtalk"
+    API_SERVER = "api_server"
+    WEBHOOK = "webhook"
+    MSGRAPH_WEBHOOK = "msgraph_webhook"
+    FEISHU = "feishu"
+    WECOM = "wecom"
+    WECOM_CALLBACK = "wecom_callback"
+    WEIXIN = "weixin"
+    BLUEBUBBLES = "bluebubbles"
+    QQBOT = "qqbot"
+    YUANBAO = "yuanbao"
+    RELAY = "relay"
+
+
+class ChatType(StrEnum):
+    """The built-in chat types. Any other non-empty string is accepted and kept verbatim."""
+
+    DM = "dm"
+    GROUP = "group"
+    CHANNEL = "channel"
+    THREAD = "thread"
+
+
+_BUILT_IN_PLATFORMS = frozenset(p.value for p in Platform)
+_registered_platforms: set[str] = set()
+# Plugin names end up inside session keys, so they are restricted to a plain identifier shape.
+_PLUGIN_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+
+
+def register_platform(name: str) -> str:
+    """Accept a plugin platform name from now on; returns the name as sources will store it."""
+    normalised = str(name).strip().lower()
+    if not _PLUGIN_NAME.fullmatch(normalised):
+        raise ValueError(f"invalid platform name {name!r}: use letters, digits, '_', '.', '-'")
+    _registered_platforms.add(normalised)
+    return normalised
+
+
+def known_platforms() -> frozenset[str]:
+    return _BUILT_IN_PLATFORMS | _registered_platforms
+
+
+def _platform_name(value: Any) -> str:
+    raw = getattr(value, "value", value)  # a Platform member, or another gateway's platform enum
+    if not isinstance(raw, str):
+        raise TypeError(f"platform must be a string or Platform, not {type(value).__name__}")
+    name = raw.strip().lower()
+    if name in _BUILT_IN_PLATFORMS or name in _registered_platforms:
+        return name
+    known = ", ".join(sorted(known_platforms()))
+    raise ValueError(f"unknown platform {name!r} (known: {known})")
+
+
+def _chat_type_name(value: Any) -> str:
+    raw = getattr(value, "value", value)
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"chat_type must be a non-empty string, not {value!r}")
+    return raw
+
+
+def _required_id(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _optional_id(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+# Applied on every assignment, not only in __init__, so a mutated source keeps its invariants
+# and key building can rely on them.
+_NORMALISERS: Mapping[str, Callable[[Any], Any]] = {
+    "platform": _platform_name,
+    "chat_type": _chat_type_name,
+    "chat_id": _required_id,
+    **dict.fromkeys(
+        (
+            "user_id", "thread_id", "user_id_alt", "chat_id_alt", "scope_id", "guild_id",
+            "parent_chat_id", "message_id", "profile", "prospective_thread_id",
+        ),
+        _optional_id,
+    ),
+}
+
+# Wire layout of to_dict(): always-present fields, then truthy-only ones around the scope pair.
+_ALWAYS_FIELDS = ("chat_id", "chat_name", "chat_type", "user_id", "user_name", "thread_id", "chat_topic")
+_OPTIONAL_BEFORE_SCOPE = ("user_id_alt", "chat_id_alt")
+_OPTIONAL_AFTER_SCOPE = ("parent_chat_id", "message_id", "profile")
+_OPTIONAL_TAIL = ("auto_thread_initial_name", "prospective_thread_id")
+_DESCRIPTION_PREFIX = {ChatType.GROUP.value: "group: ", ChatType.CHANNEL.value: "channel: "}
+
+
+@dataclass
+class SessionSource:
+    """The origin of one inbound message (mutable, like the gateway's own)."""
+
+    platform: str
+    chat_id: str
+    chat_name: str | None = None
+    chat_type: str = ChatType.DM.value
+    user_id: str | None = None
+    user_name: str | None = None
+    thread_id: str | None = None
+    chat_topic: str | None = None
+    user_id_alt: str | None = None  # stable alternate sender id; wins over user_id for isolation
+    chat_id_alt: str | None = None
+    is_bot: bool = False
+    scope_id: str | None = None  # Discord guild / Slack workspace / Matrix server
+    guild_id: str | None = None  # deprecated alias of scope_id
+    parent_chat_id: str | None = None
+    message_id: str | None = None
+    role_authorized: bool = False
+    profile: str | None = None
+    profile_route_rejected: bool = field(default=False, repr=False, compare=False)
+    auto_thread_created: bool = False
+    auto_thread_initial_name: str | None = None
+    # The thread a channel message will be auto-threaded into, so that message and the later
+    # in-thread follow-ups share one session.
+    prospective_thread_id: str | None = None
+    # Trust flag set by the authenticated relay transport; never serialised, so a peer cannot forge it.
+    delivered_via_upstream_relay: bool = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        normalise = _NORMALISERS.get(name)
+        object.__setattr__(self, name, value if normalise is None else normalise(value))
+
+    def __post_init__(self) -> None:
+        # Readers of either name must agree; scope_id wins on conflict.
+        if self.scope_id is None and self.guild_id is not None:
+            self.scope_id = self.guild_id
+        elif self.scope_id is not None:
+            self.guild_id = self.scope_id
+
+    @property
+    def description(self) -> str:
+        """Human-readable origin, for the prompt's session context."""
+        if self.platform == Platform.LOCAL:
+            return "CLI terminal"
+        if self.chat_type == ChatType.DM:
+            text = f"DM with {self.user_name or self.user_id or 'user'}"
+        else:
+            text = _DESCRIPTION_PREFIX.get(self.chat_type, "") + (self.chat_name or self.chat_id)
+        return f"{text}, thread: {self.thread_id}" if self.thread_id else text
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"platform": self.platform}
+        data.update((name, getattr(self, name)) for name in _ALWAYS_FIELDS)
+        self._put_truthy(data, _OPTIONAL_BEFORE_SCOPE)
+        scope = self.scope_id if self.scope_id is not None else self.guild_id
+        if scope:
+            data["scope_id"] = data["guild_id"] = scope
+        self._put_truthy(data, _OPTIONAL_AFTER_SCOPE)
+        if self.auto_thread_created:
+            data["auto_thread_created"] = True
+        self._put_truthy(data, _OPTIONAL_TAIL)
+        return data
+
+    def _put_truthy(self, data: dict[str, Any], names: tuple[str, ...]) -> None:
+        for name in names:
+            value = getattr(self, name)
+            if value:
+                data[name] = value
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionSource:
+        copied = {
+            name: data.get(name)
+            for name in (*_ALWAYS_FIELDS, *_OPTIONAL_BEFORE_SCOPE, *_OPTIONAL_AFTER_SCOPE, *_OPTIONAL_TAIL)
+        }
+        copied["chat_id"] = data["chat_id"]
+        copied["chat_type"] = data.get("chat_type") or ChatType.DM.value
+        scope = data.get("scope_id")
+        return cls(
+            platform=data["platform"],
+            scope_id=scope if scope is not None else data.get("guild_id"),
+            auto_thread_created=bool(data.get("auto_thread_created", False)),
+            **copied,
+        )
