@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import uuid as _uuid
 from dataclasses import dataclass
 from typing import Any, Iterable
 from uuid import UUID
@@ -11,15 +13,22 @@ import orjson
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
 from .commands.context import CommandContext
+from .commands.delivery import Attempt, DeliveryCommands, Sender
+from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
 from .commands.routing import RouteResult, RoutingCommands
+from .commands.slash import CommandResult, SlashCommands
+from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.keys import resolve_routing_key
 from .domain.source import SessionSource
 from .errors import InvalidRequest, NotFound
+from .domain.inbox import HUMAN
+from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
+from .projections.turns import LeasesProjection, LedgerProjection, MessagesProjection, QueueProjection
 
 DEFAULT_DB = "turnlog.db"
 
@@ -53,16 +62,23 @@ class Turnlog:
 
     def __init__(self, location: str | os.PathLike[str] = DEFAULT_DB, *, config: EngineConfig | None = None,
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
-                 views: str | None = None) -> None:
+                 views: str | None = None, owner: str | None = None) -> None:
         self.location = parse_location(location, views)
         self.config = config or EngineConfig()
         self.clock = clock or SystemClock()
         self.app = open_application(self.location)
         self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config)
+        # Who this process is in leases and delivery attempts: unique per open, readable in audits.
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.routing = RoutingCommands(self.ctx)
+        self.turns = TurnCommands(self.ctx, self.owner)
+        self.deliveries = DeliveryCommands(self.ctx, self.owner)
+        self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
+        self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
-            [RoutesProjection(), SessionsProjection(), TimelineProjection()],
+            [RoutesProjection(), SessionsProjection(), TimelineProjection(), MessagesProjection(),
+             LedgerProjection(), QueueProjection(), LeasesProjection()],
         )
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -106,6 +122,114 @@ class Turnlog:
                              cause: str = "clear_resume_pending") -> bool:
         return self.routing.change_session(self._session_id(key_or_session), "clear_resume_pending",
                                            actor=actor, cause=cause)
+
+    # -- turns: lease, transcript, delivery ----------------------------------------------
+
+    def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
+                      *, actor: str | None = None, cause: str = "turn") -> LeaseToken:
+        """Take the session's turn lease, waiting up to `timeout` s; raises LeaseTimeout."""
+        return self.turns.acquire(session_id, owner_key, generation=generation, timeout=timeout, actor=actor,
+                                  cause=cause)
+
+    def release_lease(self, token: LeaseToken, outcome: str = "completed") -> bool:
+        return self.turns.release(token, outcome)
+
+    def renew_lease(self, token: LeaseToken) -> None:
+        self.turns.renew(token)
+
+    def lease_holder(self, session_id: str) -> dict[str, Any] | None:
+        return self.turns.holder(session_id)
+
+    def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
+                       **fields: Any) -> MessageRecord:
+        """Append to the token's session transcript; refused (StaleLease) if the lease moved on."""
+        return self.turns.append(token, role, content, cause=cause, **fields)
+
+    def record_reply(self, token: LeaseToken, content: str, *, reply_to: SessionSource | None = None,
+                     internal: bool = False, inbound_message_id: str | None = None,
+                     cause: str = "turn", **fields: Any) -> tuple[MessageRecord, _uuid.UUID | None]:
+        """Append the assistant reply and, in the same transaction, its delivery obligation.
+
+        Returns the message and the delivery id (None when nothing is owed: silence on an internal turn).
+        """
+        outbound = outbound_for_reply(content, internal=internal)
+        seq = self.turns.next_seq(token)
+        event = self.turns.message_event(token, seq, "assistant", content, cause=cause, **fields)
+        obligation = None
+        if outbound is not None:
+            reply_to_dict = reply_to.to_dict() if reply_to is not None else self._origin_of(token.session_id)
+            obligation = self.deliveries.obligation(
+                session_id=token.session_id, seq=seq, session_key=token.owner_key, reply_to=reply_to_dict,
+                content=outbound, turn_id=token.turn_id, inbound_message_id=inbound_message_id,
+                actor=self.owner, cause=cause)
+        position = self.turns.fenced_save(token, event, *([obligation] if obligation else []), last_seq=seq,
+                                          cause=cause)
+        return MessageRecord(token.session_id, seq, "assistant", position), (obligation.id if obligation else None)
+
+    def _origin_of(self, session_id: str) -> dict[str, Any] | None:
+        session = self.ctx.session(session_id)
+        return session.origin if session is not None else None
+
+    def attempt_delivery(self, delivery_id: _uuid.UUID) -> Attempt:
+        return self.deliveries.attempt(delivery_id)
+
+    def settle_delivery(self, delivery_id: _uuid.UUID, error: str | None = None) -> str:
+        return self.deliveries.settle(delivery_id, error=error).state
+
+    def deliver(self, delivery_id: _uuid.UUID, send: Sender) -> str:
+        """Attempt, send and settle one delivery; returns its state."""
+        return self.deliveries.deliver(delivery_id, send).state
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages in order, read from the log itself (always current)."""
+        return [_message_dict(e) for e in self.turns.transcript(session_id)]
+
+    # -- the gateway loop: inbound queue, turns, commands ---------------------------------
+
+    def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN) -> Accepted:
+        """Durably accept an inbound message (kind human, queued or wakeup) before processing it."""
+        return self.inbound.accept(source, text, kind=kind)
+
+    def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *,
+                 timeout: float | None = None) -> TurnOutcome | None:
+        """Run the oldest waiting item of the source's key as one turn."""
+        return self.inbound.run_next(source, responder, sender, timeout=timeout)
+
+    def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
+                       timeout: float | None = None) -> list[TurnOutcome]:
+        return self.inbound.handle_message(source, text, responder, sender, timeout=timeout)
+
+    def command(self, source: SessionSource, text: str) -> CommandResult:
+        """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""
+        return self.slash.handle(source, text)
+
+    def queue(self, key: str | SessionSource) -> list[dict[str, Any]]:
+        """Items waiting (or running) for a routing key, oldest first."""
+        route_ids = self._route_ids(key)
+        marks = ",".join("?" * len(route_ids))
+        rows = self._query(
+            "SELECT q.item_id, q.session_key, q.kind, q.text, q.message_ids, q.state, q.session_id, q.accepted_at"
+            f" FROM queue_items q JOIN inboxes i ON i.inbox_id = q.inbox_id WHERE i.route_id IN ({marks})"
+            " AND q.state IN ('pending', 'started') ORDER BY q.accepted_at, CAST(q.item_id AS INTEGER)", route_ids)
+        for r in rows:
+            r["message_ids"] = orjson.loads(r["message_ids"])
+        return rows
+
+    def ledger(self, status: str | None = None) -> list[dict[str, Any]]:
+        where, params = ("WHERE state=?", (status,)) if status else ("", ())
+        rows = self._query(
+            "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
+            f" owner, recovered, last_error, created_at, updated_at, content FROM deliveries {where}"
+            " ORDER BY created_at, session_id, seq", params)
+        for r in rows:
+            r["recovered"] = bool(r["recovered"])
+        return rows
+
+    def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:
+        """A session's flags, lease holder and transcript (read from the log)."""
+        session_id = self._session_id(key_or_session)
+        return {**self.session(session_id), "lease": self.lease_holder(session_id),
+                "messages": self.transcript(session_id)}
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
@@ -209,6 +333,14 @@ class Turnlog:
         if not rows or rows[0]["session_id"] is None:
             raise NotFound(f"routing key {key_or_session!r} has no current session")
         return rows[0]["session_id"]
+
+
+def _message_dict(e: Any) -> dict[str, Any]:
+    return {"seq": e.originator_version, "role": e.role, "content": e.content, "tool_calls": e.tool_calls,
+            "tool_call_id": e.tool_call_id, "name": e.name, "token_count": e.token_count,
+            "finish_reason": e.finish_reason, "platform_message_id": e.platform_message_id,
+            "timestamp": e.timestamp.isoformat(), "epoch": e.epoch, "turn_id": e.turn_id, "actor": e.actor,
+            "cause": e.cause}
 
 
 def _decode_origin(row: dict[str, Any]) -> dict[str, Any]:

@@ -90,7 +90,7 @@ class RoutingCommands:
         origin = origin_of(source)
         route: Route | None = ctx.get(rk.route_id)
         if route is None:
-            route = Route.start(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
+            route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
                                 session_key=rk.key, parts=list(rk.parts), origin=origin)
             return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause)
         current: Session | None = ctx.session(route.session_id) if route.session_id else None
@@ -127,7 +127,7 @@ class RoutingCommands:
                      previous: Session | None, now: datetime, actor: str, cause: str,
                      parent_session_id: str | None = None) -> RouteResult:
         session_id = self.ctx.new_session_id(now)
-        session = Session.start(
+        session = Session.new(
             Session.Created, id=session_aggregate_id(session_id), at=now, actor=actor, cause=cause,
             session_id=session_id, session_key=rk.key, origin=origin, reason=reason,
             previous_session_id=previous.session_id if previous else None,

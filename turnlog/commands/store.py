@@ -15,6 +15,8 @@ from urllib.parse import unquote, urlparse
 
 from eventsourcing.application import Application
 
+from ..domain.inbox import Inbox
+from ..domain.lease import TurnLease
 from ..domain.route import Route
 from ..domain.session import Session
 from ..errors import StoreError
@@ -26,7 +28,7 @@ EVENTS_TABLE = "stored_events"
 
 class TurnlogApplication(Application):
     name = "turnlog"
-    snapshotting_intervals = {Session: 200, Route: 200}
+    snapshotting_intervals = {Session: 100, Route: 100, TurnLease: 100, Inbox: 100}
 
 
 @dataclass(frozen=True)

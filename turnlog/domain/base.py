@@ -35,7 +35,7 @@ class TurnlogAggregate(Aggregate):
         pass
 
     @classmethod
-    def start(cls: type[A], event_class: type, *, id: UUID, at: datetime, **fields: Any) -> A:
+    def new(cls: type[A], event_class: type, *, id: UUID, at: datetime, **fields: Any) -> A:
         return cls._create(event_class, id=id, timestamp=at, **fields)
 
     def record(self, event_class: type, *, at: datetime, **fields: Any) -> None:

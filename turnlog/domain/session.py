@@ -47,6 +47,7 @@ class Session(TurnlogAggregate):
             s.resume_marked_at = None
             s.ended = False
             s.end_reason = None
+            s.children = []
 
     class ActivityTouched(TurnlogAggregate.Event):
         TOPIC = "turnlog:ActivityTouched"
@@ -79,6 +80,29 @@ class Session(TurnlogAggregate):
             s.resume_pending = False
             s.resume_reason = None
             s.resume_marked_at = None
+
+    class ScopeCleared(TurnlogAggregate.Event):
+        """Conversation-scoped state dropped and async children interrupted (/new, /reset)."""
+
+        TOPIC = "turnlog:ConversationScopeCleared"
+        interrupted_children: list[str]
+
+        def apply(self, s: "Session") -> None:
+            s.children = []
+
+    class ChildStarted(TurnlogAggregate.Event):
+        TOPIC = "turnlog:ChildStarted"
+        child_id: str
+
+        def apply(self, s: "Session") -> None:
+            s.children = [*getattr(s, "children", []), self.child_id]
+
+    class ChildFinished(TurnlogAggregate.Event):
+        TOPIC = "turnlog:ChildFinished"
+        child_id: str
+
+        def apply(self, s: "Session") -> None:
+            s.children = [c for c in getattr(s, "children", []) if c != self.child_id]
 
     class Ended(TurnlogAggregate.Event):
         TOPIC = "turnlog:SessionEnded"
@@ -124,6 +148,19 @@ class Session(TurnlogAggregate):
         if not self.resume_pending:
             return False
         self.record(Session.ResumePendingCleared, at=at, actor=actor, cause=cause)
+        return True
+
+    def clear_scope(self, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(Session.ScopeCleared, at=at, actor=actor, cause=cause,
+                    interrupted_children=list(getattr(self, "children", [])))
+
+    def start_child(self, child_id: str, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(Session.ChildStarted, at=at, actor=actor, cause=cause, child_id=child_id)
+
+    def finish_child(self, child_id: str, *, at: datetime, actor: str, cause: str) -> bool:
+        if child_id not in getattr(self, "children", []):
+            return False
+        self.record(Session.ChildFinished, at=at, actor=actor, cause=cause, child_id=child_id)
         return True
 
     def end(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:

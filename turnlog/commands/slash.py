@@ -1,0 +1,147 @@
+"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (spec §8, §9).
+
+/new and /reset follow seed 000 §5: the running turn's lease is revoked (its generation is over,
+so its later writes are refused), conversation-scoped state is cleared and async children are
+interrupted (recorded as events), queued human messages are dropped while wake-ups stay, and the
+route is detached so that the next message gets a fresh session. The old transcript stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..domain.inbox import HUMAN, QUEUED, Inbox
+from ..domain.policy import explicit_reset_notice
+from ..domain.route import Route
+from ..domain.session import Session
+from ..domain.source import SessionSource
+from ..errors import NotFound
+from .context import CommandContext
+from .inbound import InboundCommands, QueueFull
+from .routing import RoutingCommands, actor_of
+from .turns import TurnCommands
+
+QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    reply: str | None  # what the gateway should answer (None: stay silent)
+    session_id: str | None = None
+    changed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """("/new", "rest of line") for a slash command, None for ordinary text."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or len(stripped) < 2:
+        return None
+    name, _, rest = stripped.partition(" ")
+    name = name.lower().split("@", 1)[0]  # Telegram's /cmd@botname
+    return (name, rest.strip())
+
+
+COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
+
+
+class SlashCommands:
+    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
+                 inbound: InboundCommands) -> None:
+        self.ctx = ctx
+        self.routing = routing
+        self.turns = turns
+        self.inbound = inbound
+
+    def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
+        parsed = parse_command(text)
+        if parsed is None or parsed[0] not in COMMANDS:
+            raise NotFound(f"not a turnlog command: {text.strip()[:40]!r} (known: {', '.join(COMMANDS)})")
+        name, arg = parsed
+        actor = actor or actor_of(source)
+        cause = f"command:{name}" + (f":{source.message_id}" if source.message_id else "")
+        if name in ("/new", "/reset"):
+            return self.reset(source, name, actor=actor, cause=cause)
+        if name == "/stop":
+            return self.stop(source, actor=actor, cause=cause)
+        if name in ("/queue", "/q"):
+            return self.queue(source, arg, actor=actor, cause=cause)
+        return self.resume(source, arg, actor=actor, cause=cause)
+
+    def reset(self, source: SessionSource, name: str, *, actor: str, cause: str) -> CommandResult:
+        rk = self.routing.routing_key(source)
+        policy = self.ctx.config.reset.for_source(source.platform, source.chat_type)
+        notice = explicit_reset_notice(source.platform, policy)
+
+        def step() -> CommandResult:
+            now = self.ctx.clock.now()
+            route: Route | None = self.ctx.get(rk.route_id)
+            if route is None or route.session_id is None:
+                return CommandResult(name, notice, None, False)
+            session: Session | None = self.ctx.session(route.session_id)
+            items: list[Any] = []
+            lease = self.turns.revoke(route.session_id, "session_reset", actor=actor, cause=cause)
+            if lease is not None:
+                items.append(lease)
+            inbox: Inbox | None = self.inbound.inbox(rk)
+            if inbox is not None and inbox.drop({HUMAN, QUEUED}, "session_reset", at=now, actor=actor, cause=cause):
+                items.append(inbox)
+            if session is not None:
+                session.clear_scope(at=now, actor=actor, cause=cause)
+                session.end("session_reset", at=now, actor=actor, cause=cause)
+                items.append(session)
+            route.detach(reason="session_reset", at=now, actor=actor, cause=cause)
+            items.append(route)
+            self.ctx.save(*items)
+            return CommandResult(name, notice, route.session_id if session is None else session.session_id, True)
+        return self.ctx.retrying(step, f"{name} on {rk.key}")
+
+    def stop(self, source: SessionSource, *, actor: str, cause: str) -> CommandResult:
+        rk = self.routing.routing_key(source)
+
+        def step() -> CommandResult:
+            now = self.ctx.clock.now()
+            route: Route | None = self.ctx.get(rk.route_id)
+            session_id = route.session_id if route is not None else None
+            items: list[Any] = []
+            lease = self.turns.revoke(session_id, "stop", actor=actor, cause=cause) if session_id else None
+            if lease is not None:
+                items.append(lease)
+            inbox: Inbox | None = self.inbound.inbox(rk)
+            if inbox is not None and inbox.drop({HUMAN}, "stop", at=now, actor=actor, cause=cause):
+                items.append(inbox)
+            if not items:
+                return CommandResult("/stop", "No active task to stop.", session_id, False)
+            self.ctx.save(*items)
+            return CommandResult("/stop", "Stopped.", session_id, True)
+        return self.ctx.retrying(step, f"/stop on {rk.key}")
+
+    def queue(self, source: SessionSource, text: str, *, actor: str, cause: str) -> CommandResult:
+        if not text:
+            return CommandResult("/queue", QUEUE_USAGE, None, False)
+        try:
+            accepted = self.inbound.accept(source, text, kind=QUEUED, actor=actor, cause=cause)
+        except QueueFull as full:
+            return CommandResult("/queue", f"Not queued: {full}", None, False)
+        waiting = accepted.depth
+        reply = "Queued for the next turn." if waiting <= 1 else f"Queued for the next turn. ({waiting} queued)"
+        return CommandResult("/queue", reply, None, True)
+
+    def resume(self, source: SessionSource, target: str, *, actor: str, cause: str) -> CommandResult:
+        if not target:
+            return CommandResult("/resume", "Usage: /resume <session id>", None, False)
+        rk = self.routing.routing_key(source)
+        try:
+            result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)
+        except NotFound:
+            return CommandResult("/resume", f"No session {target}.", None, False)
+        if result is None:
+            # The key has never been routed: route it first, then switch.
+            self.routing.get_or_create_session(source, actor=actor, cause=cause)
+            result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)
+        assert result is not None
+        return CommandResult("/resume", f"Resumed session {target}.", target, result.reason is not None)

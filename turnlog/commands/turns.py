@@ -1,0 +1,213 @@
+"""Turn commands: the cross-process turn lease and fenced transcript writes (spec §5, §10).
+
+A token is handed to the holder; every write under it is saved with a renewal of the lease, so
+a write under a lease that was taken over, revoked (/new, /stop) or moved (compression) is
+refused by optimistic concurrency and leaves no event.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+from eventsourcing.persistence import IntegrityError
+
+from ..domain.base import stream_id
+from ..domain.lease import LeaseHeld, TurnLease
+from ..domain.transcript import MessageAppended, transcript_id, validate_message
+from ..errors import InvalidRequest, LeaseTimeout, StaleLease
+from .context import CommandContext
+
+POLL_START_S = 0.002
+POLL_MAX_S = 0.05
+
+
+def lease_id(session_id: str) -> uuid.UUID:
+    return stream_id("lease", session_id)
+
+
+@dataclass(frozen=True)
+class LeaseToken:
+    session_id: str
+    epoch: int
+    owner: str
+    owner_key: str
+    generation: int
+    turn_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    session_id: str
+    seq: int
+    role: str
+    position: int
+
+
+class TurnCommands:
+    def __init__(self, ctx: CommandContext, owner: str) -> None:
+        self.ctx = ctx
+        self.owner = owner
+        self._held: dict[tuple[str, int], TurnLease] = {}
+        self._lock = threading.Lock()
+
+    # -- the lease ------------------------------------------------------------------------
+
+    def acquire(self, session_id: str, owner_key: str, *, generation: int = 0, timeout: float | None = None,
+                turn_id: str | None = None, actor: str | None = None, cause: str = "turn",
+                before_save: Callable[[TurnLease, LeaseToken], Iterable[Any]] | None = None) -> LeaseToken:
+        """Wait up to `timeout` seconds (default: the configured lease timeout) for the lease.
+
+        `before_save(lease, token)` may add events of other aggregates or streams to the same
+        transaction (returning them), so that what starts the turn is atomic with owning it.
+        """
+        if not session_id or not isinstance(session_id, str):
+            raise InvalidRequest("acquire needs a session_id")
+        timeout = self.ctx.config.lease_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + max(timeout, 0.0)
+        turn_id = turn_id or uuid.uuid4().hex
+        actor = actor or self.owner
+        pause = POLL_START_S
+        while True:
+            now = self.ctx.clock.now()
+            lease: TurnLease | None = self.ctx.get(lease_id(session_id))
+            if lease is None:
+                lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), at=now, actor=actor, cause=cause,
+                                        session_id=session_id)
+            try:
+                epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
+                                      ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause)
+                token = LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
+                extra = list(before_save(lease, token)) if before_save is not None else []
+                self.ctx.save(lease, *extra)
+                with self._lock:
+                    self._held[(session_id, epoch)] = lease
+                return token
+            except IntegrityError:
+                continue
+            except LeaseHeld as held:
+                if time.monotonic() >= deadline:
+                    raise LeaseTimeout(
+                        f"turn lease of session {session_id} not obtained within {timeout:g}s: {held}"
+                    ) from None
+                time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+                pause = min(pause * 2, POLL_MAX_S)
+
+    def _lease_for(self, token: LeaseToken) -> TurnLease:
+        with self._lock:
+            lease = self._held.get((token.session_id, token.epoch))
+        if lease is None:
+            lease = self.ctx.get(lease_id(token.session_id))
+        if lease is None or lease.epoch != token.epoch or lease.owner != token.owner:
+            raise StaleLease(f"lease epoch {token.epoch} of session {token.session_id} is no longer held")
+        return lease
+
+    def _forget(self, token: LeaseToken) -> None:
+        with self._lock:
+            self._held.pop((token.session_id, token.epoch), None)
+
+    def fenced_save(self, token: LeaseToken, *items: Any, last_seq: int | None = None,
+                    actor: str | None = None, cause: str = "turn") -> int:
+        """Save `items` together with a renewal of the token's lease; refused if the lease moved on."""
+        lease = self._lease_for(token)
+        now = self.ctx.clock.now()
+        lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s,
+                    last_seq=lease.last_seq if last_seq is None else last_seq, at=now, actor=actor or self.owner,
+                    cause=cause)
+        try:
+            return self.ctx.save(lease, *items)
+        except IntegrityError:
+            self._forget(token)
+            raise StaleLease(
+                f"lease epoch {token.epoch} of session {token.session_id} was taken over, revoked or moved;"
+                " the write was refused"
+            ) from None
+
+    def release_event(self, token: LeaseToken, outcome: str, *, cause: str = "turn") -> TurnLease | None:
+        """The holder's lease with a pending release, to commit with other events; None if not held."""
+        lease = self.ctx.get(lease_id(token.session_id))
+        if lease is None or not lease.release(epoch=token.epoch, outcome=outcome, at=self.ctx.clock.now(),
+                                              actor=self.owner, cause=cause):
+            return None
+        return lease
+
+    def renew(self, token: LeaseToken) -> None:
+        self.fenced_save(token, cause="renew")
+
+    def release(self, token: LeaseToken, outcome: str = "completed", *,
+                also: Callable[[], Iterable[Any]] | None = None, actor: str | None = None,
+                cause: str = "turn") -> bool:
+        """Idempotent; True only for the call that actually released the holder's lease."""
+        for _ in range(3):
+            lease = self._cached_or_loaded(token)
+            if lease is None:
+                return False
+            if not lease.release(epoch=token.epoch, outcome=outcome, at=self.ctx.clock.now(),
+                                 actor=actor or self.owner, cause=cause):
+                self._forget(token)
+                return False
+            try:
+                self.ctx.save(lease, *(also() if also is not None else ()))
+                self._forget(token)
+                return True
+            except IntegrityError:
+                self._forget(token)
+        return False
+
+    def _cached_or_loaded(self, token: LeaseToken) -> TurnLease | None:
+        with self._lock:
+            lease = self._held.get((token.session_id, token.epoch))
+        return lease if lease is not None else self.ctx.get(lease_id(token.session_id))
+
+    def revoke(self, session_id: str, reason: str, *, actor: str, cause: str) -> TurnLease | None:
+        """Take the lease from whoever holds it (/new, /stop); returns the lease with the pending event."""
+        lease: TurnLease | None = self.ctx.get(lease_id(session_id))
+        if lease is None or not lease.revoke(reason=reason, at=self.ctx.clock.now(), actor=actor, cause=cause):
+            return None
+        return lease
+
+    def holder(self, session_id: str) -> dict[str, Any] | None:
+        lease: TurnLease | None = self.ctx.get(lease_id(session_id))
+        if lease is None or lease.owner is None:
+            return None
+        return {"session_id": session_id, "owner": lease.owner, "owner_key": lease.owner_key, "epoch": lease.epoch,
+                "turn_id": lease.turn_id, "expires_at": lease.expires_at,
+                "expired": not lease.held_at(self.ctx.clock.now())}
+
+    # -- transcript writes ----------------------------------------------------------------
+
+    def message_event(self, token: LeaseToken, seq: int, role: str, content: str, *, tool_calls: Any = None,
+                      tool_call_id: str | None = None, name: str | None = None, token_count: int | None = None,
+                      finish_reason: str | None = None, platform_message_id: str | None = None,
+                      actor: str | None = None, cause: str = "turn") -> MessageAppended:
+        try:
+            validate_message(role, content, tool_calls, token_count)
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
+        return MessageAppended(
+            originator_id=transcript_id(token.session_id), originator_version=seq, timestamp=self.ctx.clock.now(),
+            session_id=token.session_id, role=role, content=content, tool_calls=tool_calls,
+            tool_call_id=tool_call_id, name=name, token_count=token_count, finish_reason=finish_reason,
+            platform_message_id=platform_message_id, epoch=token.epoch, turn_id=token.turn_id,
+            actor=actor or self.owner, cause=cause,
+        )
+
+    def next_seq(self, token: LeaseToken) -> int:
+        return self._lease_for(token).last_seq + 1
+
+    def append(self, token: LeaseToken, role: str, content: str, *, also: Iterable[Any] = (),
+               cause: str = "turn", actor: str | None = None, **fields: Any) -> MessageRecord:
+        seq = self.next_seq(token)
+        event = self.message_event(token, seq, role, content, actor=actor, cause=cause, **fields)
+        position = self.fenced_save(token, event, *also, last_seq=seq, actor=actor, cause=cause)
+        return MessageRecord(token.session_id, seq, role, position)
+
+    def transcript(self, session_id: str, *, after: int | None = None, upto: int | None = None,
+                   limit: int | None = None, newest_first: bool = False) -> list[MessageAppended]:
+        return list(self.ctx.app.events.get(transcript_id(session_id), gt=after, lte=upto, desc=newest_first,
+                                            limit=limit))

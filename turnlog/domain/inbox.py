@@ -1,0 +1,184 @@
+"""Inbox: the durable inbound queue of one routing key (spec §8).
+
+A message is accepted as an event before any processing, so a crash never loses it. Pending
+items are served strictly in order, one turn per item. The head item is the "pending slot";
+the rest is the overflow FIFO. A burst of human messages merges into the human item at the tail
+(so a user who types three lines gets one turn), wake-ups merge the same way, and a `/queue`
+item is never merged: each `/queue` yields exactly one turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from .base import TurnlogAggregate, stream_id
+
+HUMAN = "human"
+QUEUED = "queued"
+WAKEUP = "wakeup"
+KINDS = (HUMAN, QUEUED, WAKEUP)
+BUSY_CAP = 32
+MERGES_INTO_TAIL = {HUMAN, WAKEUP}
+
+
+def inbox_id(route_id: UUID | str) -> UUID:
+    return stream_id("inbox", str(route_id))
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """A read-only view of one queued item (the aggregate keeps plain dicts so snapshots encode)."""
+
+    item_id: str
+    kind: str
+    texts: tuple[str, ...]
+    message_ids: tuple[str | None, ...]
+    accepted_at: datetime
+    started: bool
+    session_id: str | None
+    turn_id: str | None
+    source: dict[str, Any] | None  # the latest source: the one a reply goes back to
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.texts)
+
+    @classmethod
+    def of(cls, raw: dict[str, Any]) -> "InboxItem":
+        return cls(raw["item_id"], raw["kind"], tuple(raw["texts"]), tuple(raw["message_ids"]), raw["accepted_at"],
+                   raw["started"], raw["session_id"], raw["turn_id"], raw["source"])
+
+
+class InboxFull(Exception):
+    pass
+
+
+class Inbox(TurnlogAggregate):
+    TOPIC = "turnlog:Inbox"
+
+    class Created(TurnlogAggregate.Created):
+        TOPIC = "turnlog:InboxOpened"
+        route_id: str
+        session_key: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            inbox.route_id = self.route_id
+            inbox.session_key = self.session_key
+            inbox.items = []
+            inbox.accepted = 0
+
+    class Accepted(TurnlogAggregate.Event):
+        TOPIC = "turnlog:InboundAccepted"
+        item_id: str
+        kind: str
+        text: str
+        message_id: str | None
+        source: dict[str, Any] | None
+        merged_into: str | None
+
+        def apply(self, inbox: "Inbox") -> None:
+            inbox.accepted += 1
+            if self.merged_into is not None:
+                item = inbox._raw(self.merged_into)
+                item["texts"].append(self.text)
+                item["message_ids"].append(self.message_id)
+                item["source"] = self.source or item["source"]
+                return
+            inbox.items.append({"item_id": self.item_id, "kind": self.kind, "texts": [self.text],
+                                "message_ids": [self.message_id], "accepted_at": self.timestamp,
+                                "started": False, "session_id": None, "turn_id": None, "source": self.source})
+
+    class Rejected(TurnlogAggregate.Event):
+        TOPIC = "turnlog:InboundRejected"
+        kind: str
+        text: str
+        message_id: str | None
+        reason: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            pass
+
+    class Started(TurnlogAggregate.Event):
+        TOPIC = "turnlog:InboundStarted"
+        item_id: str
+        session_id: str
+        turn_id: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            item = inbox._raw(self.item_id)
+            item["started"] = True
+            item["session_id"] = self.session_id
+            item["turn_id"] = self.turn_id
+
+    class Completed(TurnlogAggregate.Event):
+        TOPIC = "turnlog:InboundCompleted"
+        item_id: str
+        outcome: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            inbox.items = [i for i in inbox.items if i["item_id"] != self.item_id]
+
+    class Dropped(TurnlogAggregate.Event):
+        TOPIC = "turnlog:InboundDropped"
+        item_ids: list[str]
+        reason: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            dropped = set(self.item_ids)
+            inbox.items = [i for i in inbox.items if i["item_id"] not in dropped]
+
+    def _raw(self, item_id: str) -> dict[str, Any]:
+        for item in self.items:
+            if item["item_id"] == item_id:
+                return item
+        raise KeyError(f"no inbox item {item_id!r}")
+
+    def item(self, item_id: str) -> InboxItem:
+        return InboxItem.of(self._raw(item_id))
+
+    def pending(self) -> list[InboxItem]:
+        return [InboxItem.of(i) for i in self.items if not i["started"]]
+
+    def in_flight(self) -> list[InboxItem]:
+        return [InboxItem.of(i) for i in self.items if i["started"]]
+
+    @property
+    def depth(self) -> int:
+        return len(self.pending())
+
+    def accept(self, kind: str, text: str, *, message_id: str | None, source: dict[str, Any] | None,
+               at: datetime, actor: str, cause: str) -> str:
+        """Returns the id of the item the message went into (a new one, or the tail it merged into)."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown inbound kind {kind!r}")
+        pending = self.pending()
+        tail = pending[-1] if pending else None
+        merged_into = tail.item_id if tail is not None and kind in MERGES_INTO_TAIL and tail.kind == kind else None
+        if merged_into is None and len(pending) >= BUSY_CAP:
+            self.record(Inbox.Rejected, at=at, actor=actor, cause=cause, kind=kind, text=text,
+                        message_id=message_id, reason="busy_cap")
+            raise InboxFull(f"{BUSY_CAP} items are already waiting for {self.session_key}")
+        item_id = merged_into or f"{self.accepted + 1}"
+        self.record(Inbox.Accepted, at=at, actor=actor, cause=cause, item_id=item_id, kind=kind, text=text,
+                    message_id=message_id, source=source, merged_into=merged_into)
+        return item_id
+
+    def start(self, item_id: str, *, session_id: str, turn_id: str, at: datetime, actor: str, cause: str) -> None:
+        item = self.item(item_id)
+        if item.started:
+            raise ValueError(f"inbox item {item_id} already started in turn {item.turn_id}")
+        self.record(Inbox.Started, at=at, actor=actor, cause=cause, item_id=item_id, session_id=session_id,
+                    turn_id=turn_id)
+
+    def complete(self, item_id: str, outcome: str, *, at: datetime, actor: str, cause: str) -> None:
+        if any(i["item_id"] == item_id for i in self.items):
+            self.record(Inbox.Completed, at=at, actor=actor, cause=cause, item_id=item_id, outcome=outcome)
+
+    def drop(self, kinds: set[str], reason: str, *, at: datetime, actor: str, cause: str) -> list[str]:
+        ids = [i.item_id for i in self.pending() if i.kind in kinds]
+        if ids:
+            self.record(Inbox.Dropped, at=at, actor=actor, cause=cause, item_ids=ids, reason=reason)
+        return ids

@@ -1,0 +1,137 @@
+"""TurnLease: who may write a session's transcript right now (spec §5, seed 000 §3).
+
+One lease per session_id, shared by every process on the log. Each acquisition gets the next
+epoch. Every transcript write is saved together with a renewal of the lease, so optimistic
+concurrency fences it: a writer whose lease was taken over, revoked or moved loses the race and
+its write leaves no event. A holder that dies stops renewing; after `expires_at` another owner may
+take the lease over. An acquisition is the durable "turn started" marker: a message still
+waiting for the lease is not an active turn.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from .base import TurnlogAggregate
+
+
+class LeaseHeld(Exception):
+    def __init__(self, owner: str, owner_key: str, expires_at: datetime) -> None:
+        super().__init__(f"held by {owner} for {owner_key} until {expires_at.isoformat()}")
+        self.owner = owner
+        self.owner_key = owner_key
+        self.expires_at = expires_at
+
+
+class TurnLease(TurnlogAggregate):
+    TOPIC = "turnlog:TurnLease"
+
+    class Created(TurnlogAggregate.Created):
+        TOPIC = "turnlog:LeaseOpened"
+        session_id: str
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.session_id = self.session_id
+            lease.epoch = 0
+            lease.owner = None
+            lease.owner_key = None
+            lease.generation = 0
+            lease.turn_id = None
+            lease.expires_at = None
+            lease.last_seq = 0
+            lease.moved_to = None
+
+    class Acquired(TurnlogAggregate.Event):
+        TOPIC = "turnlog:LeaseAcquired"
+        epoch: int
+        owner: str
+        owner_key: str
+        generation: int
+        turn_id: str
+        expires_at: datetime
+        taken_over_from: str | None
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.epoch = self.epoch
+            lease.owner = self.owner
+            lease.owner_key = self.owner_key
+            lease.generation = self.generation
+            lease.turn_id = self.turn_id
+            lease.expires_at = self.expires_at
+            lease.moved_to = None
+
+    class Renewed(TurnlogAggregate.Event):
+        TOPIC = "turnlog:LeaseRenewed"
+        epoch: int
+        expires_at: datetime
+        last_seq: int
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.expires_at = self.expires_at
+            lease.last_seq = self.last_seq
+
+    class Released(TurnlogAggregate.Event):
+        TOPIC = "turnlog:LeaseReleased"
+        epoch: int
+        outcome: str
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.owner = None
+            lease.turn_id = None
+            lease.expires_at = None
+
+    class Revoked(TurnlogAggregate.Event):
+        TOPIC = "turnlog:LeaseRevoked"
+        epoch: int
+        reason: str
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.owner = None
+            lease.turn_id = None
+            lease.expires_at = None
+
+    class Moved(TurnlogAggregate.Event):
+        TOPIC = "turnlog:LeaseMoved"
+        epoch: int
+        to_session_id: str
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.owner = None
+            lease.turn_id = None
+            lease.expires_at = None
+            lease.moved_to = self.to_session_id
+
+    def held_at(self, now: datetime) -> bool:
+        return self.owner is not None and self.expires_at is not None and now < self.expires_at
+
+    def acquire(self, *, owner: str, owner_key: str, generation: int, turn_id: str, ttl_s: float,
+                at: datetime, actor: str, cause: str) -> int:
+        if self.held_at(at):
+            raise LeaseHeld(self.owner or "", self.owner_key or "", self.expires_at or at)
+        taken_over_from = self.owner  # still set only if the previous holder never released
+        self.record(TurnLease.Acquired, at=at, actor=actor, cause=cause, epoch=self.epoch + 1, owner=owner,
+                    owner_key=owner_key, generation=generation, turn_id=turn_id,
+                    expires_at=at + timedelta(seconds=ttl_s), taken_over_from=taken_over_from)
+        return self.epoch
+
+    def holds(self, epoch: int, at: datetime) -> bool:
+        return self.epoch == epoch and self.held_at(at)
+
+    def renew(self, *, epoch: int, ttl_s: float, last_seq: int, at: datetime, actor: str, cause: str) -> None:
+        self.record(TurnLease.Renewed, at=at, actor=actor, cause=cause, epoch=epoch,
+                    expires_at=at + timedelta(seconds=ttl_s), last_seq=last_seq)
+
+    def release(self, *, epoch: int, outcome: str, at: datetime, actor: str, cause: str) -> bool:
+        if self.epoch != epoch or self.owner is None:
+            return False
+        self.record(TurnLease.Released, at=at, actor=actor, cause=cause, epoch=epoch, outcome=outcome)
+        return True
+
+    def revoke(self, *, reason: str, at: datetime, actor: str, cause: str) -> bool:
+        if self.owner is None:
+            return False
+        self.record(TurnLease.Revoked, at=at, actor=actor, cause=cause, epoch=self.epoch, reason=reason)
+        return True
+
+    def move(self, *, epoch: int, to_session_id: str, at: datetime, actor: str, cause: str) -> None:
+        self.record(TurnLease.Moved, at=at, actor=actor, cause=cause, epoch=epoch, to_session_id=to_session_id)
