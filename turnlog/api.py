@@ -15,6 +15,7 @@ from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
+from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
@@ -75,6 +76,7 @@ class Turnlog:
         self.deliveries = DeliveryCommands(self.ctx, self.owner)
         self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
+        self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(), MessagesProjection(),
@@ -179,6 +181,14 @@ class Turnlog:
     def deliver(self, delivery_id: _uuid.UUID, send: Sender) -> str:
         """Attempt, send and settle one delivery; returns its state."""
         return self.deliveries.deliver(delivery_id, send).state
+
+    def needs_compression(self, token: LeaseToken, *, prompt_tokens: int, context_length: int) -> bool:
+        """Spec §11 hygiene: 0.85 of the context, or 5000 messages, with at least 4 messages."""
+        return self.rotation.needs_compression(token, prompt_tokens=prompt_tokens, context_length=context_length)
+
+    def rotate_session(self, token: LeaseToken, source: SessionSource) -> LeaseToken:
+        """Continue the conversation in a child session; returns the turn's token on the child."""
+        return self.rotation.rotate(token, source)
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order, read from the log itself (always current)."""

@@ -82,10 +82,10 @@ def main(ctx: click.Context, db: str, views: str | None) -> None:
     ctx.obj = {"db": db, "views": views}
 
 
-def engine(ctx: click.Context) -> api.Turnlog:
+def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
     obj = ctx.find_root().obj
     if "engine" not in obj:
-        obj["engine"] = api.Turnlog(obj["db"], views=obj["views"])
+        obj["engine"] = api.Turnlog(obj["db"], views=obj["views"], **options)
         ctx.call_on_close(obj["engine"].close)
     return obj["engine"]
 
@@ -260,6 +260,120 @@ def export_routing(ctx: click.Context, output: str) -> None:
     else:
         with click.open_file(output, "w", atomic=True) as f:
             f.write(data + "\n")
+
+
+@main.command()
+@click.argument("key_or_session")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, key_or_session: str, as_json: bool) -> None:
+    """A session's flags, lease holder and transcript."""
+    data = engine(ctx).show(key_or_session)
+    if as_json:
+        echo_json(data)
+        return
+    for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
+        click.echo(f"{name + ':':<19}{_cell(data.get(name))}")
+    click.echo(f"{'state:':<19}{_state(data)}")
+    lease = data["lease"]
+    click.echo(f"{'lease:':<19}" + (f"epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}"
+                                    if lease else "free"))
+    click.echo("")
+    echo_table(data["messages"], ["seq", "timestamp", "role", "epoch", "content"])
+
+
+@main.command()
+@click.option("--status", type=click.Choice(["pending", "attempting", "delivered", "failed", "abandoned"]))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def ledger(ctx: click.Context, status: str | None, as_json: bool) -> None:
+    """The delivery ledger: every reply owed, its state and attempts."""
+    rows = engine(ctx).ledger(status)
+    if as_json:
+        echo_json(rows)
+    else:
+        for r in rows:
+            r["content"] = r["content"][:40] + ("…" if len(r["content"]) > 40 else "")
+        echo_table(rows, ["session_id", "seq", "platform", "chat_id", "state", "attempts", "owner", "content"])
+
+
+@main.command()
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def queue(ctx: click.Context, key: str, as_json: bool) -> None:
+    """Inbound items waiting (or running) for a routing key, oldest first."""
+    rows = engine(ctx).queue(key)
+    if as_json:
+        echo_json(rows)
+    else:
+        echo_table(rows, ["item_id", "kind", "state", "accepted_at", "text"])
+        click.echo(f"depth: {sum(1 for r in rows if r['state'] == 'pending')}")
+
+
+@main.command("ingest")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def ingest_command(ctx: click.Context, file: Any, as_json: bool) -> None:
+    """Replay JSONL gateway traffic (FILE or - for stdin) through the engine.
+
+    A malformed line is reported with its number and skipped; the rest is applied. Exit code 1
+    if any line failed.
+    """
+    from .ingest import ReplayClock, ingest, read_lines
+
+    clock = ReplayClock()
+    t = engine(ctx, clock=clock)
+    lines = list(read_lines(file))
+    show_bar = sys.stderr.isatty() and not as_json
+    with click.progressbar(length=len(lines), label="ingesting", file=sys.stderr,
+                           hidden=not show_bar) as bar:
+        report = ingest(t, clock, lines, on_line=lambda n: bar.update(1))
+    for line_no, error in report.errors or []:
+        click.echo(f"line {line_no}: {error}", err=True)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(f"{report.applied} records applied ({report.turns} turns, {report.commands} commands,"
+                   f" {report.queued} queued), {len(report.errors or [])} failed")
+    if report.errors:
+        ctx.exit(1)
+
+
+@main.command()
+@click.option("--sessions", "-S", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--turns", "-T", type=click.IntRange(min=1), default=25, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Keep the benchmark database here (default: a temporary folder, deleted).")
+@click.option("--json", "as_json", is_flag=True)
+def bench(sessions: int, turns: int, seed: int, workdir: str | None, as_json: bool) -> None:
+    """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
+    from .bench import run_bench
+
+    show_bar = sys.stderr.isatty() and not as_json
+    with click.progressbar(length=sessions * turns, label="turns", file=sys.stderr, hidden=not show_bar) as bar:
+        done = [0]
+
+        def progress(n: int, total: int) -> None:
+            bar.update(n - done[0])
+            done[0] = n
+
+        try:
+            result = run_bench(sessions, turns, seed, workdir=workdir, progress=progress)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+    if as_json:
+        echo_json(result)
+        return
+    lat = result["turn_latency_ms"]
+    click.echo(f"{result['turns_done']} turns on {sessions} sessions: {result['turns_per_s']} turns/s,"
+               f" p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+    click.echo(f"restart (load every session and transcript): {result['restart']['load_s']} s")
+    click.echo(f"projections rebuild: {result['projections_rebuild']['seconds']} s"
+               f" ({result['projections_rebuild']['events_per_s']} events/s)")
+    click.echo(f"bytes after workload: {result['bytes_after_workload']}")
 
 
 @main.command()

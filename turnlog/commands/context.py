@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from ..clock import Clock, SessionIdFactory
@@ -18,6 +21,57 @@ from .store import TurnlogApplication
 
 T = TypeVar("T")
 MAX_CONFLICT_RETRIES = 50
+CACHE_SIZE = 50_000
+
+
+class AggregateCache:
+    """Aggregates as last saved or loaded by this process.
+
+    Every command validates what it read when it saves: another process's newer events make the
+    save fail with an optimistic-concurrency conflict, the conflicting aggregates are forgotten,
+    and the command runs again from the log. So a cached read is safe whenever a save follows;
+    a decision that saves nothing asks for `fresh=True`, which reads the events newer than the
+    cached version. Callers get a copy, so a command that fails half-way cannot corrupt the cache
+    (see TurnlogAggregate.clone).
+    """
+
+    def __init__(self, app: TurnlogApplication, size: int = CACHE_SIZE) -> None:
+        self.app = app
+        self.size = size
+        self._items: OrderedDict[UUID, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, aggregate_id: UUID, fresh: bool = False) -> Any | None:
+        with self._lock:
+            cached = self._items.get(aggregate_id)
+            if cached is not None:
+                self._items.move_to_end(aggregate_id)
+        if cached is None:
+            try:
+                aggregate = self.app.repository.get(aggregate_id)
+            except AggregateNotFoundError:
+                return None
+        elif not fresh:
+            return cached.clone()
+        else:
+            aggregate = cached.clone()
+            for event in self.app.events.get(aggregate_id, gt=aggregate.version):
+                event.mutate(aggregate)
+        self.put(aggregate)
+        return aggregate.clone()
+
+    def put(self, aggregate: Any) -> None:
+        with self._lock:
+            current = self._items.get(aggregate.id)
+            if current is None or current.version <= aggregate.version:
+                self._items[aggregate.id] = aggregate
+                self._items.move_to_end(aggregate.id)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def forget(self, aggregate_id: UUID) -> None:
+        with self._lock:
+            self._items.pop(aggregate_id, None)
 
 
 def session_aggregate_id(session_id: str) -> UUID:
@@ -30,19 +84,29 @@ class CommandContext:
     clock: Clock
     new_session_id: SessionIdFactory
     config: EngineConfig
+    cache: AggregateCache = field(init=False)
 
-    def get(self, aggregate_id: UUID) -> Any | None:
-        try:
-            return self.app.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return None
+    def __post_init__(self) -> None:
+        self.cache = AggregateCache(self.app)
 
-    def session(self, session_id: str) -> Session | None:
-        return self.get(session_aggregate_id(session_id))
+    def get(self, aggregate_id: UUID, fresh: bool = False) -> Any | None:
+        return self.cache.get(aggregate_id, fresh)
+
+    def session(self, session_id: str, fresh: bool = False) -> Session | None:
+        return self.get(session_aggregate_id(session_id), fresh)
 
     def save(self, *items: Any) -> int:
         """Save in one transaction; returns the log position of the last event written."""
-        recordings = self.app.save(*items)
+        try:
+            recordings = self.app.save(*items)
+        except IntegrityError:
+            for item in items:
+                if isinstance(item, Aggregate):
+                    self.cache.forget(item.id)
+            raise
+        for item in items:
+            if isinstance(item, Aggregate):
+                self.cache.put(item.clone())
         return recordings[-1].notification.id if recordings else 0
 
     def retrying(self, attempt: Callable[[], T], what: str) -> T:

@@ -9,9 +9,10 @@ delivery, complete the item and release the lease in one transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
+from ..domain.lease import TurnLease
 from ..domain.keys import RoutingKey
 from ..domain.silence import outbound_for_reply
 from ..domain.source import SessionSource
@@ -19,12 +20,12 @@ from ..domain.transcript import MessageAppended
 from ..errors import InvalidRequest, TurnlogError
 from .context import CommandContext
 from .delivery import DeliveryCommands, Sender
-from .routing import RoutingCommands, actor_of, origin_of
+from .routing import RouteResult, RoutingCommands, actor_of, origin_of
 from .turns import LeaseToken, TurnCommands
 
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
 # inbound item, returns the reply text.
-Responder = Callable[[list[MessageAppended], InboxItem], str]
+Responder = Callable[[Sequence[MessageAppended], InboxItem], str]
 
 
 class QueueFull(TurnlogError):
@@ -67,8 +68,8 @@ class InboundCommands:
         self.turns = turns
         self.deliveries = deliveries
 
-    def inbox(self, rk: RoutingKey) -> Inbox | None:
-        return self.ctx.get(inbox_id(rk.route_id))
+    def inbox(self, rk: RoutingKey, fresh: bool = False) -> Inbox | None:
+        return self.ctx.get(inbox_id(rk.route_id), fresh)
 
     def _inbox_or_new(self, rk: RoutingKey, actor: str, cause: str) -> Inbox:
         inbox = self.inbox(rk)
@@ -77,106 +78,173 @@ class InboundCommands:
                                 cause=cause, route_id=str(rk.route_id), session_key=rk.key)
         return inbox
 
+    def _accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
+                   cause: str) -> tuple[Inbox, str]:
+        """The inbox with the message accepted (pending event), and the item it went into."""
+        if not isinstance(text, str):
+            raise InvalidRequest("inbound text must be a string")
+        inbox = self._inbox_or_new(rk, actor, cause)
+        source_dict = {**origin_of(source), "message_id": source.message_id}
+        try:
+            item_id = inbox.accept(kind, text, message_id=source.message_id, source=source_dict,
+                                   at=self.ctx.clock.now(), actor=actor, cause=cause)
+        except InboxFull as full:
+            self.ctx.save(inbox)  # the refusal is part of the record
+            raise QueueFull(str(full)) from None
+        return inbox, item_id
+
+    def _who(self, source: SessionSource | dict[str, Any], kind: str) -> tuple[str, str]:
+        actor = actor_of(source) if kind != WAKEUP else "system:wakeup"
+        message_id = source.get("message_id") if isinstance(source, dict) else source.message_id
+        cause = f"message:{message_id}" if message_id else f"inbound:{kind}"
+        return actor, cause
+
     def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN, actor: str | None = None,
                cause: str | None = None) -> Accepted:
         """Record an inbound message before anything else is done with it."""
-        if not isinstance(text, str):
-            raise InvalidRequest("inbound text must be a string")
         rk = self.routing.routing_key(source)
-        actor = actor or (actor_of(source) if kind != WAKEUP else "system:wakeup")
-        cause = cause or (f"message:{source.message_id}" if source.message_id else f"inbound:{kind}")
-        source_dict = {**origin_of(source), "message_id": source.message_id}
+        default_actor, default_cause = self._who(source, kind)
+        actor, cause = actor or default_actor, cause or default_cause
 
         def step() -> Accepted:
-            inbox = self._inbox_or_new(rk, actor, cause)
-            try:
-                item_id = inbox.accept(kind, text, message_id=source.message_id, source=source_dict,
-                                       at=self.ctx.clock.now(), actor=actor, cause=cause)
-            except InboxFull as full:
-                self.ctx.save(inbox)  # the rejection is part of the record
-                raise QueueFull(str(full)) from None
-            merged = item_id != str(inbox.accepted)
+            inbox, item_id = self._accepting(rk, source, text, kind, actor, cause)
             position = self.ctx.save(inbox)
-            return Accepted(str(rk.route_id), rk.key, item_id, merged, inbox.depth, position)
+            return Accepted(str(rk.route_id), rk.key, item_id, item_id != str(inbox.accepted), inbox.depth,
+                            position)
         return self.ctx.retrying(step, f"accepting a message for {rk.key}")
 
-    def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *,
-                 generation: int = 0, timeout: float | None = None) -> TurnOutcome | None:
-        """Run the oldest pending item of the source's key as one turn; None when nothing waits."""
+    def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
+                       kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
+        """Accept a message and run turns until the key's queue is empty (what a gateway loop does).
+
+        Accepting and routing commit together: the message is durable before any other work.
+        """
         rk = self.routing.routing_key(source)
-        inbox = self.inbox(rk)
+        actor, cause = self._who(source, kind)
+        accepted: list[str] = []
+
+        def accept_too() -> list[Any]:
+            inbox, item_id = self._accepting(rk, source, text, kind, actor, cause)
+            accepted[:] = [item_id]
+            return [inbox]
+
+        routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
+        outcomes = []
+        outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
+        while outcome is not None:
+            outcomes.append(outcome)
+            outcome = self.run_next(source, responder, sender, timeout=timeout)
+        return outcomes
+
+    def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
+                 timeout: float | None = None, routed: RouteResult | None = None) -> TurnOutcome | None:
+        """Run the oldest pending item of the source's key as one turn; None when nothing waits.
+
+        `routed` is this key's routing decision when the caller has just made it.
+        """
+        rk = self.routing.routing_key(source)
+        inbox = self.inbox(rk, fresh=True)
         pending = inbox.pending() if inbox is not None else []
         if not pending:
             return None
-        item = pending[0]
-        item_source = SessionSource.from_dict(item.source) if item.source else source
-        cause = f"inbound:{item.item_id}"
-        actor = actor_of(item_source) if item.kind != WAKEUP else "system:wakeup"
-        routed = self.routing.get_or_create_session(item_source, actor=actor, cause=cause)
+        head = pending[0]
+        if routed is None:
+            head_source = SessionSource.from_dict(head.source) if head.source else source
+            actor, _ = self._who(head_source, head.kind)
+            routed = self.routing.get_or_create_session(head_source, actor=actor, cause=f"inbound:{head.item_id}")
         session_id = routed.session_id
-        first_seq: list[int] = []
-        taken: list[InboxItem] = []
+        started: dict[str, Any] = {}
 
-        def start_turn(lease: Any, token: LeaseToken) -> Iterable[Any]:
+        def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
+            # Chosen only now that the lease is ours: another worker may have taken the head meanwhile.
             fresh = self.inbox(rk)
             waiting = fresh.pending() if fresh is not None else []
             if not waiting:
                 raise _NothingPending
             item = waiting[0]
-            taken[:] = [item]
-            fresh.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(),
-                        actor=actor, cause=cause)
+            actor, _ = self._who(item.source or source, item.kind)
+            cause = f"inbound:{item.item_id}"
+            now = self.ctx.clock.now()
+            fresh.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=now, actor=actor,
+                        cause=cause)
             seq = lease.last_seq + 1
             message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
                                                platform_message_id=item.message_ids[-1])
-            lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq,
-                        at=self.ctx.clock.now(), actor=actor, cause=cause)
-            first_seq[:] = [seq]
+            lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
+                        cause=cause)
+            started.update(item=item, seq=seq, inbox=fresh, cause=cause)
             return [fresh, message]
 
         try:
-            token = self.turns.acquire(session_id, rk.key, generation=generation, timeout=timeout, actor=actor,
-                                       cause=cause, before_save=start_turn)
+            token = self.turns.acquire(session_id, rk.key, generation=generation, timeout=timeout,
+                                       actor=self.turns.owner, cause=f"inbound:{head.item_id}",
+                                       before_save=start_turn)
         except _NothingPending:
             return None
-        item = taken[0]
-        cause = f"inbound:{item.item_id}"
-        history = self.turns.transcript(session_id)
-        reply = responder(history, item)
-        reply_seq = self.turns.next_seq(token)
-        reply_event = self.turns.message_event(token, reply_seq, "assistant", reply, cause=cause)
+        item: InboxItem = started["item"]
+        cause = started["cause"]
+        reply = responder(LazyTranscript(self.turns, session_id), item)
+        state = self._reply_and_deliver(token, rk, item, reply, sender, cause)
+        return TurnOutcome(rk.key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
+                           started["seq"] + 1, state, routed.created, routed.reason)
+
+    def _reply_and_deliver(self, token: LeaseToken, rk: RoutingKey, item: InboxItem, reply: str, sender: Sender,
+                           cause: str) -> str | None:
+        owner = self.turns.owner
+        seq = self.turns.next_seq(token)
+        reply_event = self.turns.message_event(token, seq, "assistant", reply, cause=cause)
         outbound = outbound_for_reply(reply, internal=item.kind == WAKEUP)
-        obligation = None
+        delivery = None
         if outbound is not None:
-            obligation = self.deliveries.obligation(
-                session_id=session_id, seq=reply_seq, session_key=rk.key, reply_to=item.source, content=outbound,
-                turn_id=token.turn_id, inbound_message_id=item.message_ids[-1], actor=self.turns.owner, cause=cause)
-        self.turns.fenced_save(token, reply_event, *([obligation] if obligation else []), last_seq=reply_seq,
-                               cause=cause)
+            # Recorded and marked attempting in one transaction, right before the send: a crash in
+            # between leaves an attempt whose outcome is unknown, which a resend marks as recovered.
+            delivery = self.deliveries.obligation(
+                session_id=token.session_id, seq=seq, session_key=rk.key, reply_to=item.source, content=outbound,
+                turn_id=token.turn_id, inbound_message_id=item.message_ids[-1], actor=owner, cause=cause)
+            delivery.attempt(owner, at=self.ctx.clock.now(), actor=owner, cause=cause)
+        self.turns.fenced_save(token, reply_event, *([delivery] if delivery else []), last_seq=seq, cause=cause)
+
+        error = None
+        if delivery is not None:
+            try:
+                sender(delivery.outbound_text)
+            except Exception as e:  # noqa: BLE001 - any adapter failure is a failed attempt
+                error = f"{type(e).__name__}: {e}"
 
         def finish() -> list[Any]:
-            fresh = self.inbox(rk)
+            now = self.ctx.clock.now()
             lease = self.turns.release_event(token, "completed", cause=cause)
+            inbox = self.ctx.get(inbox_id(rk.route_id))
             items: list[Any] = [lease] if lease is not None else []
-            if fresh is not None:
-                fresh.complete(item.item_id, "answered", at=self.ctx.clock.now(), actor=self.turns.owner, cause=cause)
-                items.append(fresh)
+            if inbox is not None:
+                inbox.complete(item.item_id, "answered", at=now, actor=owner, cause=cause)
+                items.append(inbox)
             return items
 
-        state = None
-        if obligation is not None:
-            state = self.deliveries.deliver(obligation.id, sender, also=finish).state
+        if delivery is None:
+            self.ctx.retrying(lambda: self.ctx.save(*finish()), f"finishing a turn on {rk.key}")
+            state = None
         else:
-            self.ctx.save(*finish())
+            state = self.deliveries.settle(delivery.id, error=error, also=finish, cause=cause).state
         self.turns._forget(token)
-        return TurnOutcome(rk.key, session_id, item.item_id, token.epoch, token.turn_id, first_seq[0], reply_seq,
-                           state, routed.created, routed.reason)
+        return state
 
-    def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
-                       kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
-        """Accept a message and run turns until the key's queue is empty (what a gateway loop does)."""
-        self.accept(source, text, kind=kind)
-        outcomes = []
-        while (outcome := self.run_next(source, responder, sender, timeout=timeout)) is not None:
-            outcomes.append(outcome)
-        return outcomes
+
+class LazyTranscript(Sequence[MessageAppended]):
+    """The session's transcript, read from the log only if the responder looks at it."""
+
+    def __init__(self, turns: TurnCommands, session_id: str) -> None:
+        self._turns = turns
+        self._session_id = session_id
+        self._messages: list[MessageAppended] | None = None
+
+    def _load(self) -> list[MessageAppended]:
+        if self._messages is None:
+            self._messages = self._turns.transcript(self._session_id)
+        return self._messages
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        return self._load()[index]
+
+    def __len__(self) -> int:
+        return len(self._load())

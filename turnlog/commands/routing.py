@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..domain.keys import RoutingKey, resolve_routing_key
 from ..domain.policy import route_decision
@@ -19,6 +19,13 @@ from ..domain.source import SessionSource
 from ..errors import InvalidRequest, NotFound
 from .context import CommandContext, session_aggregate_id
 from .singleflight import SingleFlight
+
+Also = Callable[[], Iterable[Any]]
+
+
+def _nothing() -> Iterable[Any]:
+    return ()
+
 
 # Why a new session was made, beyond the policy's reasons (idle, daily, suspended, ...).
 FIRST_MESSAGE = "first_message"
@@ -42,9 +49,11 @@ class RouteResult:
         return dict(self.__dict__)
 
 
-def actor_of(source: SessionSource) -> str:
-    who = source.user_id_alt or source.user_id
-    return f"{source.platform}:user:{who}" if who else f"{source.platform}:chat:{source.chat_id}"
+def actor_of(source: SessionSource | dict[str, Any]) -> str:
+    """The platform user a message came from, as events name them: `telegram:user:42`."""
+    get = source.get if isinstance(source, dict) else lambda name: getattr(source, name)
+    who = get("user_id_alt") or get("user_id")
+    return f"{get('platform')}:user:{who}" if who else f"{get('platform')}:chat:{get('chat_id')}"
 
 
 def cause_of(source: SessionSource, default: str) -> str:
@@ -69,31 +78,34 @@ class RoutingCommands:
 
     def get_or_create_session(self, source: SessionSource, *, force_new: bool = False,
                               touch_activity: bool = True, actor: str | None = None,
-                              cause: str | None = None) -> RouteResult:
+                              cause: str | None = None, also: Also | None = None) -> RouteResult:
+        """`also()` builds, afresh for each try, other events to commit with the routing decision;
+        such a call does its own decision instead of sharing another thread's."""
         if not isinstance(source, SessionSource):
             raise InvalidRequest(f"source must be a SessionSource, got {type(source).__name__}")
         rk = self.routing_key(source)
         actor = actor or actor_of(source)
         cause = cause or cause_of(source, "route")
-        return self._flight.do(
-            rk.route_id,
-            lambda: self.ctx.retrying(
-                lambda: self._route(rk, source, force_new, touch_activity, actor, cause),
+        def decide() -> RouteResult:
+            return self.ctx.retrying(
+                lambda: self._route(rk, source, force_new, touch_activity, actor, cause, also or _nothing),
                 f"routing {rk.key}",
-            ),
-        )
+            )
+        return decide() if also is not None else self._flight.do(rk.route_id, decide)
 
     def _route(self, rk: RoutingKey, source: SessionSource, force_new: bool, touch_activity: bool,
-               actor: str, cause: str) -> RouteResult:
+               actor: str, cause: str, also: Also) -> RouteResult:
         ctx = self.ctx
         now = ctx.clock.now()
         origin = origin_of(source)
-        route: Route | None = ctx.get(rk.route_id)
+        # Cached reads are validated by the save that follows; a call that may save nothing reads fresh.
+        fresh = not touch_activity
+        route: Route | None = ctx.get(rk.route_id, fresh)
         if route is None:
             route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
                                 session_key=rk.key, parts=list(rk.parts), origin=origin)
-            return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause)
-        current: Session | None = ctx.session(route.session_id) if route.session_id else None
+            return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
+        current: Session | None = ctx.session(route.session_id, fresh) if route.session_id else None
         if force_new:
             reason, end_reason = FORCE_NEW, "session_reset"
         elif current is None:
@@ -108,16 +120,18 @@ class RoutingCommands:
             )
             end_reason = reason
             if reason is None:
+                extra = list(also())
                 if not touch_activity and origin == route.origin:
-                    return self._result(rk, route.session_id, False, None, None, 0)
+                    position = ctx.save(*extra) if extra else 0
+                    return self._result(rk, route.session_id, False, None, None, position)
                 route.note_origin(origin, at=now, actor=actor, cause=cause)
                 if touch_activity:
                     current.touch(rk.key, at=now, actor=actor, cause=cause)
-                position = ctx.save(route, current)
+                position = ctx.save(route, current, *extra)
                 return self._result(rk, current.session_id, False, None, None, position)
         if current is not None and end_reason is not None:
             current.end(end_reason, at=now, actor=actor if force_new else "system:policy", cause=cause)
-        return self._new_session(route, rk, origin, reason, current, now, actor, cause)
+        return self._new_session(route, rk, origin, reason, current, now, actor, cause, also)
 
     def _background(self, session_key: str, session_id: str):  # type: ignore[no-untyped-def]
         guard = self.ctx.config.background_guard
@@ -125,17 +139,17 @@ class RoutingCommands:
 
     def _new_session(self, route: Route, rk: RoutingKey, origin: dict[str, Any], reason: str,
                      previous: Session | None, now: datetime, actor: str, cause: str,
-                     parent_session_id: str | None = None) -> RouteResult:
+                     also: Also = lambda: ()) -> RouteResult:
         session_id = self.ctx.new_session_id(now)
         session = Session.new(
             Session.Created, id=session_aggregate_id(session_id), at=now, actor=actor, cause=cause,
             session_id=session_id, session_key=rk.key, origin=origin, reason=reason,
             previous_session_id=previous.session_id if previous else None,
-            parent_session_id=parent_session_id,
+            parent_session_id=None,
         )
         route.note_origin(origin, at=now, actor=actor, cause=cause)
         route.bind(session_id, reason=reason, at=now, actor=actor, cause=cause)
-        position = self.ctx.save(*([previous] if previous is not None else []), session, route)
+        position = self.ctx.save(*([previous] if previous is not None else []), session, route, *also())
         return self._result(rk, session_id, True, reason, previous.session_id if previous else None, position)
 
     @staticmethod

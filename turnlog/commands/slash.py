@@ -134,6 +134,9 @@ class SlashCommands:
     def resume(self, source: SessionSource, target: str, *, actor: str, cause: str) -> CommandResult:
         if not target:
             return CommandResult("/resume", "Usage: /resume <session id>", None, False)
+        if self.ctx.session(target) is None:
+            # Checked before routing: on a key never routed, an unknown id must not create a session.
+            return CommandResult("/resume", f"No session {target}.", None, False)
         rk = self.routing.routing_key(source)
         try:
             result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)

@@ -73,9 +73,10 @@ class TurnCommands:
         turn_id = turn_id or uuid.uuid4().hex
         actor = actor or self.owner
         pause = POLL_START_S
+        fresh = False
         while True:
             now = self.ctx.clock.now()
-            lease: TurnLease | None = self.ctx.get(lease_id(session_id))
+            lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh)
             if lease is None:
                 lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), at=now, actor=actor, cause=cause,
                                         session_id=session_id)
@@ -91,6 +92,7 @@ class TurnCommands:
             except IntegrityError:
                 continue
             except LeaseHeld as held:
+                fresh = True  # the holder may be another process: look at the log, not the cache
                 if time.monotonic() >= deadline:
                     raise LeaseTimeout(
                         f"turn lease of session {session_id} not obtained within {timeout:g}s: {held}"
@@ -102,10 +104,14 @@ class TurnCommands:
         with self._lock:
             lease = self._held.get((token.session_id, token.epoch))
         if lease is None:
-            lease = self.ctx.get(lease_id(token.session_id))
+            lease = self.ctx.get(lease_id(token.session_id), fresh=True)
         if lease is None or lease.epoch != token.epoch or lease.owner != token.owner:
             raise StaleLease(f"lease epoch {token.epoch} of session {token.session_id} is no longer held")
         return lease
+
+    def adopt(self, token: LeaseToken, lease: TurnLease) -> None:
+        with self._lock:
+            self._held[(token.session_id, token.epoch)] = lease
 
     def _forget(self, token: LeaseToken) -> None:
         with self._lock:
@@ -162,7 +168,7 @@ class TurnCommands:
     def _cached_or_loaded(self, token: LeaseToken) -> TurnLease | None:
         with self._lock:
             lease = self._held.get((token.session_id, token.epoch))
-        return lease if lease is not None else self.ctx.get(lease_id(token.session_id))
+        return lease if lease is not None else self.ctx.get(lease_id(token.session_id), fresh=True)
 
     def revoke(self, session_id: str, reason: str, *, actor: str, cause: str) -> TurnLease | None:
         """Take the lease from whoever holds it (/new, /stop); returns the lease with the pending event."""
@@ -172,7 +178,7 @@ class TurnCommands:
         return lease
 
     def holder(self, session_id: str) -> dict[str, Any] | None:
-        lease: TurnLease | None = self.ctx.get(lease_id(session_id))
+        lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
         if lease is None or lease.owner is None:
             return None
         return {"session_id": session_id, "owner": lease.owner, "owner_key": lease.owner_key, "epoch": lease.epoch,

@@ -8,6 +8,7 @@ injected clock gave, so that a replay reproduces the same history.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, TypeVar
 from uuid import UUID, uuid5
 
@@ -18,6 +19,7 @@ from .keys import TURNLOG_NAMESPACE
 A = TypeVar("A", bound="TurnlogAggregate")
 
 
+@lru_cache(maxsize=65536)
 def stream_id(kind: str, name: str) -> UUID:
     """The deterministic id of a per-session or per-key stream, e.g. ("lease", session_id)."""
     return uuid5(TURNLOG_NAMESPACE, f"{kind}:{name}")
@@ -37,6 +39,16 @@ class TurnlogAggregate(Aggregate):
     @classmethod
     def new(cls: type[A], event_class: type, *, id: UUID, at: datetime, **fields: Any) -> A:
         return cls._create(event_class, id=id, timestamp=at, **fields)
+
+    def clone(self: A) -> A:
+        """A copy that can be changed without touching this one.
+
+        Cheap because apply methods never change a container in place: they replace it.
+        """
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other._pending_events = []
+        return other
 
     def record(self, event_class: type, *, at: datetime, **fields: Any) -> None:
         self.trigger_event(event_class, timestamp=at, **fields)

@@ -80,16 +80,17 @@ class Inbox(TurnlogAggregate):
         merged_into: str | None
 
         def apply(self, inbox: "Inbox") -> None:
-            inbox.accepted += 1
+            inbox.accepted = inbox.accepted + 1
             if self.merged_into is not None:
                 item = inbox._raw(self.merged_into)
-                item["texts"].append(self.text)
-                item["message_ids"].append(self.message_id)
-                item["source"] = self.source or item["source"]
+                inbox._replace({**item, "texts": [*item["texts"], self.text],
+                                "message_ids": [*item["message_ids"], self.message_id],
+                                "source": self.source or item["source"]})
                 return
-            inbox.items.append({"item_id": self.item_id, "kind": self.kind, "texts": [self.text],
-                                "message_ids": [self.message_id], "accepted_at": self.timestamp,
-                                "started": False, "session_id": None, "turn_id": None, "source": self.source})
+            inbox.items = [*inbox.items, {
+                "item_id": self.item_id, "kind": self.kind, "texts": [self.text], "message_ids": [self.message_id],
+                "accepted_at": self.timestamp, "started": False, "session_id": None, "turn_id": None,
+                "source": self.source}]
 
     class Rejected(TurnlogAggregate.Event):
         TOPIC = "turnlog:InboundRejected"
@@ -109,9 +110,7 @@ class Inbox(TurnlogAggregate):
 
         def apply(self, inbox: "Inbox") -> None:
             item = inbox._raw(self.item_id)
-            item["started"] = True
-            item["session_id"] = self.session_id
-            item["turn_id"] = self.turn_id
+            inbox._replace({**item, "started": True, "session_id": self.session_id, "turn_id": self.turn_id})
 
     class Completed(TurnlogAggregate.Event):
         TOPIC = "turnlog:InboundCompleted"
@@ -135,6 +134,9 @@ class Inbox(TurnlogAggregate):
             if item["item_id"] == item_id:
                 return item
         raise KeyError(f"no inbox item {item_id!r}")
+
+    def _replace(self, item: dict[str, Any]) -> None:
+        self.items = [item if i["item_id"] == item["item_id"] else i for i in self.items]
 
     def item(self, item_id: str) -> InboxItem:
         return InboxItem.of(self._raw(item_id))

@@ -18,7 +18,7 @@ import time
 import unicodedata
 import uuid
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
@@ -41,9 +41,14 @@ class RoutingKey:
 
     @cached_property
     def route_id(self) -> uuid.UUID:
-        # ensure_ascii keeps the name encodable even for ids holding lone surrogates.
-        name = "route:" + json.dumps(list(self.parts), ensure_ascii=True, separators=(",", ":"))
-        return uuid.uuid5(TURNLOG_NAMESPACE, name)
+        return _route_id(self.parts)
+
+
+@lru_cache(maxsize=65536)
+def _route_id(parts: tuple[str, ...]) -> uuid.UUID:
+    # ensure_ascii keeps the name encodable even for ids holding lone surrogates.
+    name = "route:" + json.dumps(list(parts), ensure_ascii=True, separators=(",", ":"))
+    return uuid.uuid5(TURNLOG_NAMESPACE, name)
 
 
 def resolve_routing_key(

@@ -65,9 +65,10 @@ class TimelineProjection:
         row = db.execute("SELECT session_id, route_id, session_key FROM timeline_streams WHERE stream=?",
                          (stream,)).fetchone()
         if row is None:
-            # A stream is filed by its first event: a route by its key, any other by its session.
+            # A stream is filed by its first event: a route by its key, an inbox by its route (so a
+            # key's history shows its inbound queue), any other by its session.
             is_route = topic == "turnlog:RouteRegistered"
-            row = (None if is_route else data.get("session_id"), stream if is_route else None,
+            row = (None if is_route else data.get("session_id"), stream if is_route else data.get("route_id"),
                    data.get("session_key"))
             db.execute("INSERT INTO timeline_streams VALUES (?,?,?,?)", (stream, *row))
         stream_session, route_id, session_key = row

@@ -1,0 +1,122 @@
+"""`turnlog bench`: the standard workload through the real gateway path, measured.
+
+Each turn is what a gateway does for one message: accept it durably, route it, take the turn
+lease while starting the turn with the user message, record the reply with its delivery
+obligation, attempt and settle the delivery, release the lease. Per-turn latency is the wall
+time of all of that.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+import random
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from typing import Any, Callable
+
+from .api import Turnlog
+from .workload import assistant_text, build_sources, turn_order, user_text
+
+Progress = Callable[[int, int], None]
+
+
+def percentile(values: list[float], p: float) -> float:
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1)))))
+    return s[k]
+
+
+def dir_bytes(root: str) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, name))
+            except OSError:
+                pass
+    return total
+
+
+def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = None,
+              progress: Progress | None = None, keep: bool = False) -> dict[str, Any]:
+    if sessions < 1 or turns < 1:
+        raise ValueError("--sessions and --turns must be at least 1")
+    home = workdir or tempfile.mkdtemp(prefix="turnlog-bench-")
+    os.makedirs(home, exist_ok=True)
+    db = os.path.join(home, "bench.db")
+    if os.path.exists(db):
+        raise ValueError(f"{db} exists: the benchmark needs a fresh database")
+    rng = random.Random(seed)
+    sources = build_sources(sessions, rng)
+    order = turn_order(sessions, turns, rng)
+    latencies: list[float] = []
+    sent = 0
+
+    def send(text: str) -> None:
+        nonlocal sent
+        sent += 1
+
+    t = Turnlog(db, owner="bench")
+    start = time.perf_counter()
+    for n, index in enumerate(order):
+        source = sources[index]
+        source.message_id = f"m{n}"
+        reply = assistant_text(rng)
+        text = user_text(rng, n)
+        t0 = time.perf_counter()
+        t.handle_message(source, text, lambda history, item: reply, send)
+        latencies.append(time.perf_counter() - t0)
+        if progress is not None and (n + 1) % 100 == 0:
+            progress(n + 1, len(order))
+    wall = time.perf_counter() - start
+    catch_up_t0 = time.perf_counter()
+    t.catch_up()
+    catch_up_s = time.perf_counter() - catch_up_t0
+    events = t.projections.head()
+    t.close()
+    bytes_after = dir_bytes(home)
+
+    restart_t0 = time.perf_counter()
+    t = Turnlog(db, owner="bench-restart")
+    listed = t.sessions()
+    loaded = sum(len(t.transcript(s["session_id"])) for s in listed)
+    restart_s = time.perf_counter() - restart_t0
+
+    rebuild_t0 = time.perf_counter()
+    rebuilt_events = t.rebuild()
+    rebuild_s = time.perf_counter() - rebuild_t0
+    t.close()
+
+    lat_ms = [x * 1000 for x in latencies]
+    result = {
+        "bench": "turnlog",
+        "python": _platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "machine": {"cpus": os.cpu_count(), "platform": _platform.platform()},
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed},
+        "turns_done": len(order),
+        "replies_sent": sent,
+        "events": events,
+        "workload_wall_s": round(wall, 3),
+        "turns_per_s": round(len(order) / wall, 2),
+        "turn_latency_ms": {"p50": round(percentile(lat_ms, 50), 3), "p90": round(percentile(lat_ms, 90), 3),
+                            "p99": round(percentile(lat_ms, 99), 3), "max": round(max(lat_ms), 3),
+                            "mean": round(statistics.fmean(lat_ms), 3)},
+        "projection_catch_up_s": round(catch_up_s, 3),
+        "restart": {"load_s": round(restart_s, 4), "sessions_loaded": len(listed), "messages_loaded": loaded},
+        "search": None,
+        "fts_rebuild": None,
+        "projections_rebuild": {"seconds": round(rebuild_s, 3), "events": rebuilt_events,
+                                "events_per_s": round(rebuilt_events / rebuild_s) if rebuild_s else None},
+        "bytes_after_workload": bytes_after,
+        "workdir": home,
+    }
+    if not keep and workdir is None:
+        shutil.rmtree(home, ignore_errors=True)
+        result["workdir"] += " (deleted)"
+    return result
