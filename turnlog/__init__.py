@@ -11,7 +11,7 @@ from .errors import (ConflictError, InvalidRequest, LeaseTimeout, NotFound, Stal
                      TurnlogError)
 
 __all__ = [
-    "DEFAULT_DB", "HistoryEntry", "Turnlog", "open", "Clock", "ManualClock", "SequentialIds", "SystemClock",
+    "DEFAULT_DB", "HistoryEntry", "Turnlog", "Clock", "ManualClock", "SequentialIds", "SystemClock",
     "RouteResult", "EngineConfig", "RoutingKey", "build_session_key", "is_shared_multi_user_session",
     "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
     "ConflictError", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError", "TurnlogError",

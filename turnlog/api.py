@@ -15,6 +15,8 @@ from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
+from .commands.inbound import resume as resume_turn
+from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.slash import CommandResult, SlashCommands
@@ -77,6 +79,9 @@ class Turnlog:
         self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
+        self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries,
+                                         lambda sql, params: self._query(sql, params))
+        self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(), MessagesProjection(),
@@ -240,6 +245,94 @@ class Turnlog:
         session_id = self._session_id(key_or_session)
         return {**self.session(session_id), "lease": self.lease_holder(session_id),
                 "messages": self.transcript(session_id)}
+
+    # -- gateway lifecycle and crash recovery ---------------------------------------------
+
+    def start_gateway(self, name: str = "main") -> BootReport:
+        """Record this boot (its id is this instance's owner) and recover what earlier boots left."""
+        self.gateway_name = name
+        return self.recovery.start(name)
+
+    def drain(self, reason: str = "restart", timeout_s: float = 0.0) -> bool:
+        """Mark running turns resume_pending, wait up to timeout_s, stop; True if the stop was clean."""
+        return self.recovery.begin_drain(self._gateway(), reason, timeout_s)
+
+    def stop_gateway(self) -> None:
+        """A clean stop with nothing running (use drain() when turns may be running)."""
+        self.recovery.stop(self._gateway(), clean=True)
+
+    def _gateway(self) -> str:
+        if self.gateway_name is None:
+            raise InvalidRequest("this Turnlog has not started a gateway (call start_gateway first)")
+        return self.gateway_name
+
+    def recover(self, name: str = "main", *, dry_run: bool = False) -> RecoveryReport:
+        """Recover unclean boots of gateway `name` from outside it (an operator, `turnlog recover`)."""
+        return self.recovery.recover(name, dry_run=dry_run, current_boot=None)
+
+    def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
+        """Deliver what earlier boots owed; `send(target, text)` is the platform send."""
+        return self.recovery.sweep(send, platforms=platforms)
+
+    def resume_candidates(self, name: str | None = None) -> list[dict[str, Any]]:
+        return self.recovery.resume_candidates(name or self.gateway_name or "main")
+
+    def resume_interrupted(self, responder: Responder, sender: Sender, *,
+                           name: str | None = None) -> list[TurnOutcome]:
+        """Auto-resume once every candidate of spec §7.3 (none during a boot storm)."""
+        outcomes = []
+        for row in self.resume_candidates(name):
+            in_flight = self._in_flight_item(row["session_id"])
+            outcomes.append(resume_turn(self.inbound, session_id=row["session_id"], session_key=row["session_key"],
+                                        reason=row["resume_reason"], in_flight=in_flight, responder=responder,
+                                        sender=sender))
+        return outcomes
+
+    def _in_flight_item(self, session_id: str) -> tuple[_uuid.UUID, Any] | None:
+        rows = self._query("SELECT inbox_id, item_id FROM queue_items WHERE session_id=? AND state='started'"
+                           " ORDER BY position DESC LIMIT 1", (session_id,))
+        if not rows:
+            return None
+        inbox_uuid = _uuid.UUID(rows[0]["inbox_id"])
+        inbox = self.ctx.get(inbox_uuid, fresh=True)
+        item = next((i for i in inbox.in_flight() if i.item_id == rows[0]["item_id"]), None) if inbox else None
+        return (inbox_uuid, item) if item is not None else None
+
+    def pending_inbound(self) -> list[SessionSource]:
+        """One source per routing key that has messages waiting: what a gateway runs after a restart."""
+        rows = self._query(
+            "SELECT q.inbox_id, MIN(CAST(q.item_id AS INTEGER)) AS first FROM queue_items q"
+            " WHERE q.state='pending' GROUP BY q.inbox_id ORDER BY MIN(q.position)")
+        sources = []
+        for row in rows:
+            inbox = self.ctx.get(_uuid.UUID(row["inbox_id"]), fresh=True)
+            pending = inbox.pending() if inbox is not None else []
+            if pending and pending[0].source:
+                sources.append(SessionSource.from_dict(pending[0].source))
+        return sources
+
+    def status(self, name: str = "main") -> dict[str, Any]:
+        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions."""
+        gateway = self.recovery.gateway(name)
+        boot = gateway.last_boot if gateway is not None else None
+        return {
+            "gateway": name,
+            "last_boot": None if boot is None else {
+                **{k: boot[k] for k in ("boot_id", "pid", "host", "state", "drain_reason", "drain_timed_out",
+                                        "recovered")},
+                "started_at": boot["started_at"].isoformat(),
+                "stopped_at": boot["stopped_at"].isoformat() if boot["stopped_at"] else None,
+                "ended_clean": gateway.ended_clean(boot) if boot["state"] not in ("running", "draining") else None},
+            "active_turns": self._query("SELECT session_id, owner, owner_key, epoch, turn_id, acquired_at,"
+                                        " expires_at FROM leases WHERE owner IS NOT NULL ORDER BY acquired_at"),
+            "pending_deliveries": self._query(
+                "SELECT delivery_id, session_id, seq, platform, chat_id, state, attempts, owner FROM deliveries"
+                " WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at"),
+            "resume_pending": self._query("SELECT session_id, session_key, resume_reason, resume_marked_at"
+                                          " FROM sessions WHERE resume_pending=1 AND ended_at IS NULL"),
+            "suspended": self._query("SELECT session_id, session_key, suspend_reason FROM sessions"
+                                     " WHERE suspended=1 AND ended_at IS NULL"),
+        }
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 

@@ -89,10 +89,11 @@ class CommandContext:
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)
 
-    def get(self, aggregate_id: UUID, fresh: bool = False) -> Any | None:
+    def get(self, aggregate_id: UUID, fresh: bool = True) -> Any | None:
+        """fresh=False only where a save of this aggregate follows (see AggregateCache)."""
         return self.cache.get(aggregate_id, fresh)
 
-    def session(self, session_id: str, fresh: bool = False) -> Session | None:
+    def session(self, session_id: str, fresh: bool = True) -> Session | None:
         return self.get(session_aggregate_id(session_id), fresh)
 
     def save(self, *items: Any) -> int:

@@ -38,8 +38,8 @@ class DeliveryCommands:
             inbound_message_id=inbound_message_id,
         )
 
-    def load(self, ident: UUID) -> Delivery:
-        delivery: Delivery | None = self.ctx.get(ident)
+    def load(self, ident: UUID, fresh: bool = True) -> Delivery:
+        delivery: Delivery | None = self.ctx.get(ident, fresh)
         if delivery is None:
             raise NotFound(f"no delivery {ident}")
         return delivery
@@ -57,14 +57,14 @@ class DeliveryCommands:
         return self.ctx.retrying(step, f"attempting delivery {ident}")
 
     def settle(self, ident: UUID, *, error: str | None = None, also: Also | None = None,
-               cause: str = "deliver") -> Delivery:
+               cause: str = "deliver", fresh: bool = True) -> Delivery:
         """Delivered when error is None, else failed (abandoned after the last attempt).
 
         `also()` builds, afresh for each try, other events to commit in the same transaction.
         """
         def step() -> Delivery:
             extra = list(also()) if also is not None else []
-            delivery = self.load(ident)
+            delivery = self.load(ident, fresh)
             now = self.ctx.clock.now()
             try:
                 if error is None:

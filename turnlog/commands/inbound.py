@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
+from uuid import UUID
 
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import TurnLease
@@ -68,11 +69,11 @@ class InboundCommands:
         self.turns = turns
         self.deliveries = deliveries
 
-    def inbox(self, rk: RoutingKey, fresh: bool = False) -> Inbox | None:
+    def inbox(self, rk: RoutingKey, fresh: bool = True) -> Inbox | None:
         return self.ctx.get(inbox_id(rk.route_id), fresh)
 
     def _inbox_or_new(self, rk: RoutingKey, actor: str, cause: str) -> Inbox:
-        inbox = self.inbox(rk)
+        inbox = self.inbox(rk, fresh=False)
         if inbox is None:
             inbox = Inbox.new(Inbox.Created, id=inbox_id(rk.route_id), at=self.ctx.clock.now(), actor=actor,
                                 cause=cause, route_id=str(rk.route_id), session_key=rk.key)
@@ -157,7 +158,7 @@ class InboundCommands:
 
         def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
             # Chosen only now that the lease is ours: another worker may have taken the head meanwhile.
-            fresh = self.inbox(rk)
+            fresh = self.inbox(rk, fresh=False)
             waiting = fresh.pending() if fresh is not None else []
             if not waiting:
                 raise _NothingPending
@@ -184,12 +185,16 @@ class InboundCommands:
         item: InboxItem = started["item"]
         cause = started["cause"]
         reply = responder(LazyTranscript(self.turns, session_id), item)
-        state = self._reply_and_deliver(token, rk, item, reply, sender, cause)
+        state = self._reply_and_deliver(token, rk.key, inbox_id(rk.route_id), item, reply, sender, cause)
         return TurnOutcome(rk.key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
                            started["seq"] + 1, state, routed.created, routed.reason)
 
-    def _reply_and_deliver(self, token: LeaseToken, rk: RoutingKey, item: InboxItem, reply: str, sender: Sender,
-                           cause: str) -> str | None:
+    def _origin(self, session_id: str) -> dict[str, Any] | None:
+        session = self.ctx.session(session_id, fresh=False)
+        return session.origin if session is not None else None
+
+    def _reply_and_deliver(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
+                           reply: str, sender: Sender, cause: str) -> str | None:
         owner = self.turns.owner
         seq = self.turns.next_seq(token)
         reply_event = self.turns.message_event(token, seq, "assistant", reply, cause=cause)
@@ -199,7 +204,8 @@ class InboundCommands:
             # Recorded and marked attempting in one transaction, right before the send: a crash in
             # between leaves an attempt whose outcome is unknown, which a resend marks as recovered.
             delivery = self.deliveries.obligation(
-                session_id=token.session_id, seq=seq, session_key=rk.key, reply_to=item.source, content=outbound,
+                session_id=token.session_id, seq=seq, session_key=session_key,
+                reply_to=item.source or self._origin(token.session_id), content=outbound,
                 turn_id=token.turn_id, inbound_message_id=item.message_ids[-1], actor=owner, cause=cause)
             delivery.attempt(owner, at=self.ctx.clock.now(), actor=owner, cause=cause)
         self.turns.fenced_save(token, reply_event, *([delivery] if delivery else []), last_seq=seq, cause=cause)
@@ -214,20 +220,73 @@ class InboundCommands:
         def finish() -> list[Any]:
             now = self.ctx.clock.now()
             lease = self.turns.release_event(token, "completed", cause=cause)
-            inbox = self.ctx.get(inbox_id(rk.route_id))
             items: list[Any] = [lease] if lease is not None else []
+            session = self.ctx.session(token.session_id)
+            resumed = session is not None and session.resume_pending
+            if resumed:
+                # A completed turn is what ends an interruption (seed 002 §7).
+                session.clear_resume_pending(at=now, actor=owner, cause=cause)
+                items.append(session)
+            inbox = self.ctx.get(inbox_uuid, fresh=False) if inbox_uuid is not None else None
             if inbox is not None:
-                inbox.complete(item.item_id, "answered", at=now, actor=owner, cause=cause)
+                for waiting in inbox.in_flight():
+                    if waiting.item_id == item.item_id:
+                        inbox.complete(item.item_id, "answered", at=now, actor=owner, cause=cause)
+                    elif resumed and waiting.session_id == token.session_id:
+                        inbox.complete(waiting.item_id, "answered_by_later_turn", at=now, actor=owner, cause=cause)
                 items.append(inbox)
             return items
 
         if delivery is None:
-            self.ctx.retrying(lambda: self.ctx.save(*finish()), f"finishing a turn on {rk.key}")
+            self.ctx.retrying(lambda: self.ctx.save(*finish()), f"finishing a turn on {session_key}")
             state = None
         else:
-            state = self.deliveries.settle(delivery.id, error=error, also=finish, cause=cause).state
+            state = self.deliveries.settle(delivery.id, error=error, also=finish, cause=cause, fresh=False).state
         self.turns._forget(token)
         return state
+
+
+RESUME_NOTES = {
+    "restart_timeout": "a gateway restart",
+    "shutdown_timeout": "a gateway shutdown",
+}
+
+
+def resume_note(reason: str | None) -> str:
+    cause = RESUME_NOTES.get(reason or "", "a gateway interruption")
+    return (f"[System note: your previous turn was interrupted by {cause}. Continue the interrupted task; "
+            "do not re-run tool calls that already completed. If there is nothing to continue, say briefly "
+            "that the session was restored and ask what to do next.]")
+
+
+def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, reason: str | None,
+           in_flight: tuple[UUID, InboxItem] | None, responder: Responder, sender: Sender,
+           timeout: float | None = None) -> TurnOutcome:
+    """Run the one resumed turn of an interrupted session: a system note instead of empty text."""
+    turns = inbound.turns
+    note = resume_note(reason)
+    cause = f"resume:{reason or 'interrupted'}"
+    started: dict[str, int] = {}
+
+    def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
+        seq = lease.last_seq + 1
+        message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
+        lease.renew(epoch=token.epoch, ttl_s=inbound.ctx.config.lease_ttl_s, last_seq=seq,
+                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause)
+        started["seq"] = seq
+        return [message]
+
+    token = turns.acquire(session_id, session_key, timeout=timeout, actor="system:recovery", cause=cause,
+                          before_save=start_turn)
+    if in_flight is not None:
+        inbox_uuid, item = in_flight
+    else:
+        inbox_uuid, item = None, InboxItem("resume", WAKEUP, (note,), (None,), inbound.ctx.clock.now(), True,
+                                           session_id, token.turn_id, None)
+    reply = responder(LazyTranscript(turns, session_id), item)
+    state = inbound._reply_and_deliver(token, session_key, inbox_uuid, item, reply, sender, cause)
+    return TurnOutcome(session_key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
+                       started["seq"] + 1, state, False, "resumed")
 
 
 class LazyTranscript(Sequence[MessageAppended]):

@@ -136,7 +136,7 @@ class TurnCommands:
 
     def release_event(self, token: LeaseToken, outcome: str, *, cause: str = "turn") -> TurnLease | None:
         """The holder's lease with a pending release, to commit with other events; None if not held."""
-        lease = self.ctx.get(lease_id(token.session_id))
+        lease = self.ctx.get(lease_id(token.session_id), fresh=False)
         if lease is None or not lease.release(epoch=token.epoch, outcome=outcome, at=self.ctx.clock.now(),
                                               actor=self.owner, cause=cause):
             return None

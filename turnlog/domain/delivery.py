@@ -55,6 +55,7 @@ class Delivery(TurnlogAggregate):
             d.owner = None
             d.last_error = None
             d.recovered = False
+            d.recorded_at = self.timestamp
 
     class Attempting(TurnlogAggregate.Event):
         TOPIC = "turnlog:DeliveryAttempting"
@@ -84,6 +85,15 @@ class Delivery(TurnlogAggregate):
         def apply(self, d: "Delivery") -> None:
             d.state = "failed"
             d.last_error = self.error
+
+    class MarkedUnsure(TurnlogAggregate.Event):
+        """Recorded after a crash for a reply whose send may or may not have happened."""
+
+        TOPIC = "turnlog:DeliveryMarkedUnsure"
+
+        def apply(self, d: "Delivery") -> None:
+            d.state = "failed"
+            d.last_error = "recovered after an unclean restart"
 
     class Abandoned(TurnlogAggregate.Event):
         TOPIC = "turnlog:DeliveryAbandoned"
@@ -122,6 +132,9 @@ class Delivery(TurnlogAggregate):
         self.record(Delivery.Failed, at=at, actor=actor, cause=cause, attempt=self.attempts, error=error[:500])
         if self.attempts >= MAX_ATTEMPTS:
             self.record(Delivery.Abandoned, at=at, actor=actor, cause=cause, reason="max_attempts")
+
+    def mark_unsure(self, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(Delivery.MarkedUnsure, at=at, actor=actor, cause=cause)
 
     def abandon(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:
         if not self.finished:

@@ -15,6 +15,9 @@ from datetime import datetime, timedelta
 from .base import TurnlogAggregate
 
 
+RESTART_RECOVERY = "restart_recovery"  # the revocation reason of a turn cut off by an unclean stop
+
+
 class LeaseHeld(Exception):
     def __init__(self, owner: str, owner_key: str, expires_at: datetime) -> None:
         super().__init__(f"held by {owner} for {owner_key} until {expires_at.isoformat()}")
@@ -40,6 +43,7 @@ class TurnLease(TurnlogAggregate):
             lease.expires_at = None
             lease.last_seq = 0
             lease.moved_to = None
+            lease.interrupted_in_a_row = 0  # turns cut off by unclean restarts since the last completed one
 
     class Acquired(TurnlogAggregate.Event):
         TOPIC = "turnlog:LeaseAcquired"
@@ -79,6 +83,8 @@ class TurnLease(TurnlogAggregate):
             lease.owner = None
             lease.turn_id = None
             lease.expires_at = None
+            if self.outcome == "completed":
+                lease.interrupted_in_a_row = 0
 
     class Revoked(TurnlogAggregate.Event):
         TOPIC = "turnlog:LeaseRevoked"
@@ -89,6 +95,8 @@ class TurnLease(TurnlogAggregate):
             lease.owner = None
             lease.turn_id = None
             lease.expires_at = None
+            if self.reason == RESTART_RECOVERY:
+                lease.interrupted_in_a_row = getattr(lease, "interrupted_in_a_row", 0) + 1
 
     class Moved(TurnlogAggregate.Event):
         TOPIC = "turnlog:LeaseMoved"

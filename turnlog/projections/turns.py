@@ -55,7 +55,7 @@ class LedgerProjection:
     name = "ledger"
     tables = ("deliveries",)
     topics = ("turnlog:DeliveryRecorded", "turnlog:DeliveryAttempting", "turnlog:DeliveryDelivered",
-              "turnlog:DeliveryFailed", "turnlog:DeliveryAbandoned")
+              "turnlog:DeliveryFailed", "turnlog:DeliveryMarkedUnsure", "turnlog:DeliveryAbandoned")
 
     def create(self, db: sqlite3.Connection) -> None:
         db.execute(
@@ -99,6 +99,9 @@ class LedgerProjection:
         elif topic == "turnlog:DeliveryFailed":
             db.execute("UPDATE deliveries SET state='failed', last_error=?, updated_at=?, position=?"
                        " WHERE delivery_id=?", (e.error, _iso(e), position, ident))
+        elif topic == "turnlog:DeliveryMarkedUnsure":
+            db.execute("UPDATE deliveries SET state='failed', last_error='recovered after an unclean restart',"
+                       " updated_at=?, position=? WHERE delivery_id=?", (_iso(e), position, ident))
         else:
             db.execute("UPDATE deliveries SET state='abandoned', last_error=coalesce(last_error, ?), updated_at=?,"
                        " position=? WHERE delivery_id=?", (e.reason, _iso(e), position, ident))

@@ -1,0 +1,423 @@
+"""Crash recovery as a replay (spec §6, §7; seed 002 §7).
+
+What a crashed boot left behind is read from the log: a turn lease still held by a boot that
+never recorded a clean stop is an interrupted turn (the durable active-turn marker). For each:
+- its reply is persisted and owed: the ledger row is (re)delivered by the sweep with the
+  "Recovered reply" prefix, never regenerated; a reply persisted without a ledger row becomes
+  an unowned row (silence-marker rules apply);
+- no reply persisted: the session is marked resume_pending (restart_interrupted) and the turn
+  is resumed once, unless this is the session's third interrupted turn in a row: then it is
+  suspended (stuck_loop).
+Candidates are found through the read models (caught up first) and every action is decided on
+the aggregates themselves, so recovery running twice, or racing a live process, is safe.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Sequence
+from uuid import UUID
+
+from ..domain.delivery import MAX_ATTEMPTS, Delivery, delivery_id
+from ..domain.gateway import Gateway, gateway_id
+from ..domain.inbox import WAKEUP, Inbox, InboxItem
+from ..domain.lease import RESTART_RECOVERY, TurnLease
+from ..domain.silence import outbound_for_reply
+from ..domain.transcript import MessageAppended, transcript_id
+from ..errors import InvalidRequest, TurnlogError
+from .context import CommandContext
+from .delivery import DeliveryCommands
+from .turns import TurnCommands, lease_id
+
+AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
+STUCK_LOOP_LIMIT = 3
+DELIVERY_MAX_AGE = timedelta(hours=24)
+DRAIN_POLL_S = 0.05
+
+Query = Callable[[str, Sequence[Any]], list[dict[str, Any]]]
+SweepSender = Callable[[dict[str, Any], str], None]
+
+
+class GatewayStillRunning(TurnlogError):
+    """Recovery was asked for while the boot it would recover is alive."""
+
+
+@dataclass
+class InterruptedTurn:
+    session_id: str
+    session_key: str | None
+    turn_id: str | None
+    epoch: int
+    boot_id: str
+    action: str  # redeliver | unowned_row | nothing_owed | resume_pending | suspended_stuck_loop | dropped
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RecoveryReport:
+    gateway: str
+    recovered_boots: list[str] = field(default_factory=list)
+    clean_boots_with_orphans: list[str] = field(default_factory=list)
+    interrupted: list[InterruptedTurn] = field(default_factory=list)
+    dry_run: bool = False
+
+    def count(self, action: str) -> int:
+        return sum(1 for t in self.interrupted if t.action == action)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gateway": self.gateway, "dry_run": self.dry_run, "recovered_boots": self.recovered_boots,
+                "clean_boots_with_orphans": self.clean_boots_with_orphans,
+                "interrupted": [t.to_dict() for t in self.interrupted]}
+
+
+@dataclass
+class BootReport:
+    boot_id: str
+    previous_boot_id: str | None
+    previous_clean: bool | None
+    recovery: RecoveryReport
+    boot_storm: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"boot_id": self.boot_id, "previous_boot_id": self.previous_boot_id,
+                "previous_clean": self.previous_clean, "boot_storm": self.boot_storm,
+                "recovery": self.recovery.to_dict()}
+
+
+@dataclass
+class SweepReport:
+    delivered: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class RecoveryCommands:
+    def __init__(self, ctx: CommandContext, turns: TurnCommands, deliveries: DeliveryCommands,
+                 query: Query) -> None:
+        self.ctx = ctx
+        self.turns = turns
+        self.deliveries = deliveries
+        self.query = query
+
+    @property
+    def owner(self) -> str:
+        return self.turns.owner
+
+    # -- boots ----------------------------------------------------------------------------
+
+    def _gateway(self, name: str, actor: str, cause: str, fresh: bool = True) -> Gateway:
+        gateway: Gateway | None = self.ctx.get(gateway_id(name), fresh)
+        if gateway is None:
+            gateway = Gateway.new(Gateway.Created, id=gateway_id(name), at=self.ctx.clock.now(), actor=actor,
+                                  cause=cause, name=name)
+        return gateway
+
+    def gateway(self, name: str) -> Gateway | None:
+        return self.ctx.get(gateway_id(name), fresh=True)
+
+    def start(self, name: str) -> BootReport:
+        """Record this process's boot, then recover whatever earlier boots left unclean."""
+        def record_start() -> tuple[str | None, bool | None, bool]:
+            gateway = self._gateway(name, self.owner, "boot")
+            previous = gateway.last_boot
+            gateway.start(self.owner, pid=os.getpid(), host=socket.gethostname(), at=self.ctx.clock.now(),
+                          actor=self.owner, cause="boot")
+            self.ctx.save(gateway)
+            return (previous["boot_id"] if previous else None, Gateway.ended_clean(previous) if previous else None,
+                    gateway.boot_storm(self.ctx.clock.now()))
+        previous_id, previous_clean, storm = self.ctx.retrying(record_start, f"starting gateway {name}")
+        report = self.recover(name, current_boot=self.owner)
+        return BootReport(self.owner, previous_id, previous_clean, report, storm)
+
+    def begin_drain(self, name: str, reason: str, timeout_s: float) -> bool:
+        """Pre-drain, wait up to timeout_s for running turns, stop. True when the stop was clean."""
+        if reason not in ("restart", "shutdown"):
+            raise InvalidRequest(f"drain reason must be restart or shutdown, got {reason!r}")
+        mark = "restart_timeout" if reason == "restart" else "shutdown_timeout"
+        running = self._held_by([self.owner])
+        for session_id in running:
+            self._change_session(session_id, lambda s, now: s.mark_resume_pending(
+                mark, at=now, actor=self.owner, cause=f"drain:{reason}"))
+
+        def record_drain() -> None:
+            gateway = self._gateway(name, self.owner, f"drain:{reason}")
+            gateway.begin_drain(self.owner, reason, timeout_s, at=self.ctx.clock.now(), actor=self.owner,
+                                cause=f"drain:{reason}")
+            self.ctx.save(gateway)
+        self.ctx.retrying(record_drain, f"draining gateway {name}")
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        still = [s for s in running if self._holds(s)]
+        while still and time.monotonic() < deadline:
+            time.sleep(DRAIN_POLL_S)
+            still = [s for s in running if self._holds(s)]
+        for session_id in set(running) - set(still):
+            self._change_session(session_id, lambda s, now: s.clear_resume_pending(
+                at=now, actor=self.owner, cause=f"drain:{reason}"))
+        self.stop(name, clean=not still, drain_timed_out=bool(still))
+        return not still
+
+    def stop(self, name: str, *, clean: bool = True, drain_timed_out: bool = False) -> None:
+        def record_stop() -> None:
+            gateway = self._gateway(name, self.owner, "stop")
+            gateway.stop(self.owner, clean=clean, drain_timed_out=drain_timed_out, at=self.ctx.clock.now(),
+                         actor=self.owner, cause="stop")
+            self.ctx.save(gateway)
+        self.ctx.retrying(record_stop, f"stopping gateway {name}")
+
+    def _holds(self, session_id: str) -> bool:
+        lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
+        return lease is not None and lease.owner == self.owner
+
+    def _held_by(self, owners: list[str]) -> list[str]:
+        if not owners:
+            return []
+        marks = ",".join("?" * len(owners))
+        rows = self.query(f"SELECT session_id FROM leases WHERE owner IN ({marks}) ORDER BY session_id", owners)
+        return [r["session_id"] for r in rows]
+
+    def _change_session(self, session_id: str, change: Callable[[Any, Any], bool]) -> bool:
+        def step() -> bool:
+            session = self.ctx.session(session_id)
+            if session is None or not change(session, self.ctx.clock.now()):
+                return False
+            self.ctx.save(session)
+            return True
+        return self.ctx.retrying(step, f"changing session {session_id}")
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def recover(self, name: str = "main", *, dry_run: bool = False, current_boot: str | None = None) -> RecoveryReport:
+        report = RecoveryReport(gateway=name, dry_run=dry_run)
+        gateway = self.gateway(name)
+        if gateway is None:
+            return report
+        unclean = gateway.unrecovered(except_boot=current_boot)
+        if current_boot is None:
+            self._refuse_if_alive(unclean)
+        clean_ids = [b["boot_id"] for b in gateway.boots if Gateway.ended_clean(b) and b["boot_id"] != current_boot]
+        for boot in unclean:
+            for session_id in self._held_by([boot["boot_id"]]):
+                turn = self._recover_turn(session_id, boot["boot_id"], dry_run)
+                if turn is not None:
+                    report.interrupted.append(turn)
+            report.recovered_boots.append(boot["boot_id"])
+        for session_id in self._held_by(clean_ids):
+            # A clean stop drained every turn: a marker left by it is an orphan, dropped unresumed.
+            lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
+            if lease is not None and lease.owner in clean_ids:
+                report.clean_boots_with_orphans.append(lease.owner)
+                if not dry_run:
+                    revoked = self.turns.revoke(session_id, "orphan_after_clean_stop", actor=self.owner,
+                                                cause="recovery")
+                    if revoked is not None:
+                        self.ctx.save(revoked)
+        if not dry_run:
+            for boot in unclean:
+                self._mark_recovered(name, boot["boot_id"], report)
+        return report
+
+    def _refuse_if_alive(self, boots: list[dict]) -> None:
+        host = socket.gethostname()
+        for boot in boots:
+            if boot["state"] in ("running", "draining") and boot["host"] == host and _pid_alive(boot["pid"]):
+                raise GatewayStillRunning(
+                    f"boot {boot['boot_id']} of this gateway is still running (pid {boot['pid']}); stop it first")
+
+    def _mark_recovered(self, name: str, boot_id: str, report: RecoveryReport) -> None:
+        mine = [t for t in report.interrupted if t.boot_id == boot_id]
+
+        def step() -> None:
+            gateway = self._gateway(name, self.owner, "recovery")
+            gateway.recovered(
+                boot_id, interrupted_turns=len(mine),
+                replies_to_redeliver=sum(1 for t in mine if t.action in ("redeliver", "unowned_row")),
+                resume_pending=sum(1 for t in mine if t.action == "resume_pending"),
+                suspended=sum(1 for t in mine if t.action == "suspended_stuck_loop"),
+                at=self.ctx.clock.now(), actor=self.owner, cause="recovery")
+            self.ctx.save(gateway)
+        self.ctx.retrying(step, f"recording the recovery of boot {boot_id}")
+
+    def _recover_turn(self, session_id: str, boot_id: str, dry_run: bool) -> InterruptedTurn | None:
+        def step() -> InterruptedTurn | None:
+            ctx = self.ctx
+            lease: TurnLease | None = ctx.get(lease_id(session_id), fresh=True)
+            if lease is None or lease.owner != boot_id:
+                return None  # released or taken over since the read model was read
+            now = ctx.clock.now()
+            cause = f"recovery:{boot_id}"
+            turn_id, owner_key, epoch = lease.turn_id, lease.owner_key, lease.epoch
+            turn_messages = self._turn_messages(session_id, lease.epoch)
+            reply = next((m for m in reversed(turn_messages) if m.role == "assistant"), None)
+            inbox, item = self._in_flight(lease.turn_id)
+            internal = item is not None and item.kind == WAKEUP
+            items: list[Any] = [lease]
+            if reply is not None:
+                delivery = ctx.get(delivery_id(session_id, reply.originator_version), fresh=True)
+                if delivery is not None:
+                    action = "redeliver"
+                elif outbound_for_reply(reply.content, internal=internal) is None:
+                    action = "nothing_owed"
+                else:
+                    action = "unowned_row"
+                    items.append(self._unowned_row(session_id, lease, reply, item, internal, cause))
+                if inbox is not None and item is not None:
+                    inbox.complete(item.item_id, "answered", at=now, actor=self.owner, cause=cause)
+                    items.append(inbox)
+            else:
+                session = ctx.session(session_id, fresh=True)
+                if session is None or session.ended:
+                    action = "dropped"
+                    if inbox is not None and item is not None:
+                        inbox.complete(item.item_id, "session_ended", at=now, actor=self.owner, cause=cause)
+                        items.append(inbox)
+                elif lease.interrupted_in_a_row + 1 >= STUCK_LOOP_LIMIT or session.suspended:
+                    action = "suspended_stuck_loop"
+                    session.suspend("stuck_loop", at=now, actor="system:recovery", cause=cause)
+                    items.append(session)
+                    if inbox is not None and item is not None:
+                        inbox.complete(item.item_id, "stuck_loop", at=now, actor=self.owner, cause=cause)
+                        items.append(inbox)
+                else:
+                    action = "resume_pending"
+                    if not session.resume_pending:
+                        session.mark_resume_pending("restart_interrupted", at=now, actor="system:recovery",
+                                                    cause=cause)
+                        items.append(session)
+            lease.revoke(reason=RESTART_RECOVERY, at=now, actor="system:recovery", cause=cause)
+            if not dry_run:
+                ctx.save(*items)
+            else:
+                for agg in items:
+                    if hasattr(agg, "collect_events"):
+                        agg.collect_events()
+                    ctx.cache.forget(agg.id)
+            return InterruptedTurn(session_id, owner_key, turn_id, epoch, boot_id, action)
+        return self.ctx.retrying(step, f"recovering the turn on {session_id}")
+
+    def _turn_messages(self, session_id: str, epoch: int) -> list[MessageAppended]:
+        turn: list[MessageAppended] = []
+        for message in self.ctx.app.events.get(transcript_id(session_id), desc=True, limit=50):
+            if message.epoch != epoch:
+                break
+            turn.append(message)
+        return list(reversed(turn))
+
+    def _in_flight(self, turn_id: str | None) -> tuple[Inbox | None, InboxItem | None]:
+        if turn_id is None:
+            return None, None
+        rows = self.query("SELECT inbox_id, item_id FROM queue_items WHERE turn_id=?", (turn_id,))
+        if not rows:
+            return None, None
+        inbox: Inbox | None = self.ctx.get(UUID(rows[0]["inbox_id"]), fresh=True)
+        if inbox is None:
+            return None, None
+        item = next((i for i in inbox.in_flight() if i.item_id == rows[0]["item_id"]), None)
+        return (inbox, item) if item is not None else (None, None)
+
+    def _unowned_row(self, session_id: str, lease: TurnLease, reply: MessageAppended, item: InboxItem | None,
+                     internal: bool, cause: str) -> Delivery:
+        outbound = outbound_for_reply(reply.content, internal=internal)
+        assert outbound is not None
+        session = self.ctx.session(session_id)
+        reply_to = item.source if item is not None and item.source else (session.origin if session else None)
+        delivery = self.deliveries.obligation(
+            session_id=session_id, seq=reply.originator_version, session_key=lease.owner_key or "",
+            reply_to=reply_to, content=outbound, turn_id=lease.turn_id,
+            inbound_message_id=item.message_ids[-1] if item else None, actor="system:recovery", cause=cause)
+        # Unowned and unsure whether a send happened: the sweep's delivery carries the recovered prefix.
+        delivery.mark_unsure(at=self.ctx.clock.now(), actor="system:recovery", cause=cause)
+        return delivery
+
+    # -- ledger sweep and auto-resume ----------------------------------------------------
+
+    def sweep(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
+        """Deliver what earlier boots owed: claim each row not owned by this boot, send, settle."""
+        report = SweepReport()
+        rows = self.query("SELECT delivery_id, platform FROM deliveries WHERE state IN"
+                          " ('pending', 'attempting', 'failed') ORDER BY created_at, session_id, seq", ())
+        for row in rows:
+            ident = UUID(row["delivery_id"])
+            if platforms is not None and row["platform"] not in platforms:
+                report.skipped.append(row["delivery_id"])
+                continue
+            outcome = self._sweep_one(ident, send)
+            getattr(report, outcome).append(row["delivery_id"])
+        return report
+
+    def _sweep_one(self, ident: UUID, send: SweepSender) -> str:
+        ctx = self.ctx
+
+        def claim() -> tuple[str, Delivery | None]:
+            delivery: Delivery | None = ctx.get(ident, fresh=True)
+            if delivery is None or delivery.finished:
+                return "skipped", None
+            if delivery.state == "attempting" and delivery.owner == self.owner:
+                return "skipped", None  # in flight in this very process
+            now = ctx.clock.now()
+            if delivery.attempts >= MAX_ATTEMPTS or now - delivery.recorded_at > DELIVERY_MAX_AGE:
+                delivery.abandon("max_attempts" if delivery.attempts >= MAX_ATTEMPTS else "too_old", at=now,
+                                 actor=self.owner, cause="sweep")
+                ctx.save(delivery)
+                return "abandoned", None
+            delivery.attempt(self.owner, at=now, actor=self.owner, cause="sweep")
+            ctx.save(delivery)
+            return "claimed", delivery
+        outcome, delivery = ctx.retrying(claim, f"claiming delivery {ident}")
+        if delivery is None:
+            return outcome
+        target = {"delivery_id": str(ident), "session_id": delivery.session_id, "session_key": delivery.session_key,
+                  "platform": delivery.platform, "chat_id": delivery.chat_id, "thread_id": delivery.thread_id}
+        try:
+            send(target, delivery.outbound_text)
+            error = None
+        except Exception as e:  # noqa: BLE001 - any adapter failure is a failed attempt
+            error = f"{type(e).__name__}: {e}"
+        settled = self.deliveries.settle(ident, error=error, cause="sweep")
+        if error is None:
+            # Delivered: the turn is answered, so it must not also be resumed.
+            self._change_session(delivery.session_id, lambda s, now: s.clear_resume_pending(
+                at=now, actor=self.owner, cause="sweep"))
+            return "delivered"
+        return "abandoned" if settled.state == "abandoned" else "failed"
+
+    def resume_candidates(self, name: str = "main") -> list[dict[str, Any]]:
+        """Sessions to auto-resume now (spec §7.3); empty during a boot storm."""
+        gateway = self.gateway(name)
+        now = self.ctx.clock.now()
+        if gateway is not None and gateway.boot_storm(now):
+            return []
+        rows = self.query("SELECT session_id, session_key, resume_reason, resume_marked_at FROM sessions"
+                          " WHERE resume_pending=1 AND suspended=0 AND ended_at IS NULL ORDER BY resume_marked_at",
+                          ())
+        window = self.ctx.config.freshness_window_s
+        out = []
+        for row in rows:
+            if row["resume_reason"] not in AUTO_RESUME_REASONS:
+                continue
+            if window > 0 and row["resume_marked_at"] is not None:
+                from datetime import datetime
+                marked = datetime.fromisoformat(row["resume_marked_at"])
+                if (now - marked).total_seconds() > window:
+                    continue
+            out.append(row)
+        return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
