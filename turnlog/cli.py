@@ -377,6 +377,55 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, as_json: bo
 
 
 @main.command()
+@click.option("--gateway", "name", default="main", show_default=True, help="Gateway name.")
+@click.option("--dry-run", is_flag=True, help="Report what recovery would do; change nothing.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def recover(ctx: click.Context, name: str, dry_run: bool, as_json: bool) -> None:
+    """Recover the unclean boots of a gateway: interrupted turns, owed replies, stuck loops.
+
+    Replies are delivered by the gateway's own ledger sweep when it starts; this command records
+    what recovery decides (or, with --dry-run, only prints it).
+    """
+    report = engine(ctx).recover(name, dry_run=dry_run)
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    verb = "would recover" if dry_run else "recovered"
+    click.echo(f"{verb} {len(report.recovered_boots)} unclean boot(s) of gateway {name}")
+    echo_table([t.to_dict() for t in report.interrupted], ["session_id", "session_key", "epoch", "boot_id", "action"])
+
+
+@main.command()
+@click.option("--gateway", "name", default="main", show_default=True, help="Gateway name.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Last boot and whether it ended clean, active turns, owed replies, interrupted and suspended sessions."""
+    data = engine(ctx).status(name)
+    if as_json:
+        echo_json(data)
+        return
+    boot = data["last_boot"]
+    if boot is None:
+        click.echo(f"gateway {name}: never started")
+    else:
+        ended = {True: "ended clean", False: "ended UNCLEAN", None: boot["state"]}[boot["ended_clean"]]
+        if boot["state"] in ("running", "draining") and not boot["recovered"]:
+            ended = f"{boot['state']} (or died without a stop: `turnlog recover` tells)"
+        click.echo(f"gateway {name}: last boot {boot['boot_id']} (pid {boot['pid']} on {boot['host']}),"
+                   f" started {boot['started_at']}, {ended}")
+    for title, rows, columns in (
+            ("active turns", data["active_turns"], ["session_id", "owner", "epoch", "expires_at"]),
+            ("pending deliveries", data["pending_deliveries"], ["session_id", "seq", "platform", "state", "attempts"]),
+            ("resume_pending", data["resume_pending"], ["session_id", "session_key", "resume_reason"]),
+            ("suspended", data["suspended"], ["session_id", "session_key", "suspend_reason"])):
+        click.echo(f"\n{title}: {len(rows)}")
+        if rows:
+            echo_table(rows, columns)
+
+
+@main.command()
 @click.pass_context
 def demo(ctx: click.Context) -> None:
     """Run a scripted multi-platform scenario on a fresh database and show what the log holds."""

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .api import Turnlog
 from .clock import ManualClock
@@ -61,6 +66,69 @@ def run_demo(db: str, echo: Echo, table: Callable[[list[dict[str, Any]], list[st
         echo(f"\nHistory of {t.routing_key(alice_dm)}:")
         rows = [e.to_dict() for e in t.history(alice_dm)]
         table(rows, ["position", "event", "actor", "cause", "session_id"])
+
+    _turns_and_a_crash(db, echo, table)
+
+
+def _responder(history: Sequence[Any], item: Any) -> str:
+    return f"(agent) you said {item.text!r}; this session has {len(history)} messages so far"
+
+
+def _turns_and_a_crash(db: str, echo: Echo, table: Callable[[list[dict[str, Any]], list[str]], None]) -> None:
+    bob = SessionSource(platform="discord", chat_type="dm", chat_id="77", user_id="77", user_name="bob")
+    sent: list[str] = []
+    with Turnlog(db) as t:
+        echo("\n# turns: each takes the session's lease, appends to its transcript, records and delivers the reply")
+        for n, text in enumerate(["hello", "what is turnlog?"], start=1):
+            bob.message_id = f"d{n}"
+            for outcome in t.handle_message(bob, text, _responder, sent.append):
+                echo(f"  turn on {outcome.session_id}: lease epoch {outcome.epoch}, reply {outcome.delivery_state}")
+        echo("# /queue: each queued message is its own turn, in order")
+        for text in ("/queue first", "/queue second"):
+            echo(f"  {text} -> {t.command(bob, text).reply}")
+        while (outcome := t.run_next(bob, _responder, sent.append)) is not None:
+            echo(f"  queued item {outcome.item_id} answered")
+
+    echo("\n# a gateway process is killed with SIGKILL in the middle of a turn")
+    ready = db + ".demo-ready"
+    child = subprocess.Popen([sys.executable, "-c", _CRASHING_GATEWAY, db, ready])
+    deadline = time.monotonic() + 30
+    while not os.path.exists(ready) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    os.remove(ready)
+    echo(f"  killed pid {child.pid} while it held the turn lease")
+
+    with Turnlog(db) as t:
+        boot = t.start_gateway("demo")
+        echo(f"# the next boot reads the log: previous boot ended clean? {boot.previous_clean}")
+        for turn in boot.recovery.interrupted:
+            echo(f"  interrupted turn on {turn.session_id} (epoch {turn.epoch}): {turn.action}")
+        swept = t.sweep_deliveries(lambda target, text: sent.append(text))
+        echo(f"  ledger sweep: {len(swept.delivered)} owed replies delivered")
+        for outcome in t.resume_interrupted(_responder, sent.append):
+            echo(f"  resumed once on {outcome.session_id}: reply {outcome.delivery_state}")
+        session_id = t.get_or_create_session(bob, touch_activity=False).session_id
+        echo(f"\nTranscript of {session_id} (read from the log):")
+        table(t.transcript(session_id), ["seq", "role", "epoch", "content"])
+        t.stop_gateway()
+
+
+_CRASHING_GATEWAY = """
+import sys, time
+from turnlog import SessionSource, Turnlog
+db, ready = sys.argv[1], sys.argv[2]
+t = Turnlog(db)
+t.start_gateway("demo")
+bob = SessionSource(platform="discord", chat_type="dm", chat_id="77", user_id="77", message_id="d9")
+def think(history, item):
+    with open(ready, "w") as f:
+        f.write("holding the lease")
+    time.sleep(60)
+    return "never sent"
+t.handle_message(bob, "this turn will be cut off", think, print)
+"""
 
 
 def _route(t: Turnlog, source: SessionSource, echo: Echo) -> None:
