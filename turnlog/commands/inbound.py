@@ -184,10 +184,31 @@ class InboundCommands:
             return None
         item: InboxItem = started["item"]
         cause = started["cause"]
-        reply = responder(LazyTranscript(self.turns, session_id), item)
+        try:
+            reply = responder(LazyTranscript(self.turns, session_id), item)
+        except BaseException:
+            self._fail_turn(token, inbox_id(rk.route_id), item, cause)
+            raise
         state = self._reply_and_deliver(token, rk.key, inbox_id(rk.route_id), item, reply, sender, cause)
         return TurnOutcome(rk.key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
                            started["seq"] + 1, state, routed.created, routed.reason)
+
+    def _fail_turn(self, token: LeaseToken, inbox_uuid: UUID, item: InboxItem, cause: str) -> None:
+        """The agent raised: release the lease and close the item, so the key is not wedged."""
+        def step() -> None:
+            now = self.ctx.clock.now()
+            items: list[Any] = []
+            lease = self.turns.release_event(token, "failed", cause=cause)
+            if lease is not None:
+                items.append(lease)
+            inbox = self.ctx.get(inbox_uuid)
+            if inbox is not None and any(i.item_id == item.item_id for i in inbox.in_flight()):
+                inbox.complete(item.item_id, "failed", at=now, actor=self.turns.owner, cause=cause)
+                items.append(inbox)
+            if items:
+                self.ctx.save(*items)
+        self.ctx.retrying(step, f"failing the turn on {token.session_id}")
+        self.turns._forget(token)
 
     def _origin(self, session_id: str) -> dict[str, Any] | None:
         session = self.ctx.session(session_id, fresh=False)
@@ -283,7 +304,14 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     else:
         inbox_uuid, item = None, InboxItem("resume", WAKEUP, (note,), (None,), inbound.ctx.clock.now(), True,
                                            session_id, token.turn_id, None)
-    reply = responder(LazyTranscript(turns, session_id), item)
+    try:
+        reply = responder(LazyTranscript(turns, session_id), item)
+    except BaseException:
+        if inbox_uuid is not None:
+            inbound._fail_turn(token, inbox_uuid, item, cause)
+        else:
+            turns.release(token, "failed", cause=cause)
+        raise
     state = inbound._reply_and_deliver(token, session_key, inbox_uuid, item, reply, sender, cause)
     return TurnOutcome(session_key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
                        started["seq"] + 1, state, False, "resumed")

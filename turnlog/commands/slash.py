@@ -88,8 +88,10 @@ class SlashCommands:
             if lease is not None:
                 items.append(lease)
             inbox: Inbox | None = self.inbound.inbox(rk)
-            if inbox is not None and inbox.drop({HUMAN, QUEUED}, "session_reset", at=now, actor=actor, cause=cause):
-                items.append(inbox)
+            if inbox is not None:
+                aborted = inbox.abort_in_flight("session_reset", at=now, actor=actor, cause=cause)
+                if inbox.drop({HUMAN, QUEUED}, "session_reset", at=now, actor=actor, cause=cause) or aborted:
+                    items.append(inbox)
             if session is not None:
                 session.clear_scope(at=now, actor=actor, cause=cause)
                 session.end("session_reset", at=now, actor=actor, cause=cause)
@@ -112,8 +114,10 @@ class SlashCommands:
             if lease is not None:
                 items.append(lease)
             inbox: Inbox | None = self.inbound.inbox(rk)
-            if inbox is not None and inbox.drop({HUMAN}, "stop", at=now, actor=actor, cause=cause):
-                items.append(inbox)
+            if inbox is not None:
+                aborted = inbox.abort_in_flight("stopped", at=now, actor=actor, cause=cause) if lease else []
+                if inbox.drop({HUMAN}, "stop", at=now, actor=actor, cause=cause) or aborted:
+                    items.append(inbox)
             if not items:
                 return CommandResult("/stop", "No active task to stop.", session_id, False)
             self.ctx.save(*items)

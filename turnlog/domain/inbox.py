@@ -179,6 +179,13 @@ class Inbox(TurnlogAggregate):
         if any(i["item_id"] == item_id for i in self.items):
             self.record(Inbox.Completed, at=at, actor=actor, cause=cause, item_id=item_id, outcome=outcome)
 
+    def abort_in_flight(self, outcome: str, *, at: datetime, actor: str, cause: str) -> list[str]:
+        """Complete every started item with `outcome`: its turn was cut off and will not finish."""
+        ids = [i.item_id for i in self.in_flight()]
+        for item_id in ids:
+            self.record(Inbox.Completed, at=at, actor=actor, cause=cause, item_id=item_id, outcome=outcome)
+        return ids
+
     def drop(self, kinds: set[str], reason: str, *, at: datetime, actor: str, cause: str) -> list[str]:
         ids = [i.item_id for i in self.pending() if i.kind in kinds]
         if ids:

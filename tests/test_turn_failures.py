@@ -1,0 +1,43 @@
+"""Failing acceptance tests for bugs found in turnlog (not committed; see the report)."""
+
+import pytest
+
+from turnlog import ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+
+ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+
+
+@pytest.fixture
+def engines(tmp_path):
+    clock = ManualClock()
+    db = str(tmp_path / "turnlog.db")
+    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a") as a, \
+            Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-b") as b:
+        yield a, b
+
+
+@pytest.mark.parametrize("command", ["/stop", "/new"])
+def test_interrupted_turn_does_not_stay_in_the_queue_forever(engines, command):
+    a, b = engines
+    a.accept(ALICE, "long task")
+    with pytest.raises(StaleLease):
+        a.run_next(ALICE, lambda history, item: b.command(ALICE, command) and "late", lambda text: None)
+    # The interrupted item is neither pending nor running any more, yet queue() lists it as
+    # 'started' for ever (nothing ever completes it).
+    assert a.queue(ALICE) == []
+
+
+def test_responder_failure_releases_the_lease(engines):
+    a, _ = engines
+    a.accept(ALICE, "hello")
+
+    def crashing_agent(history, item):
+        raise RuntimeError("model API error")
+
+    with pytest.raises(RuntimeError):
+        a.run_next(ALICE, crashing_agent, lambda text: None)
+    sid = a.routes()[0]["session_id"]
+    # Spec §5: the lease is released in the dispatch `finally`. Here it stays held until its TTL,
+    # so the key's next message waits up to lease_ttl_s (30 s by default) for the lease.
+    assert a.lease_holder(sid) is None
+    assert a.queue(ALICE) == []
