@@ -1,19 +1,33 @@
-"""What a read model is: tables it owns, the events it reads, and how one event changes it."""
+"""What a read model is: tables it owns, the events it reads, and how a batch of events changes it.
+
+A projection names its tables once (`tables`) and writes every SQL statement with `{table}`
+placeholders, so that the same code fills the live tables or a fresh set (`routes__rebuild`, ...)
+that a rebuild swaps in. A writer lives for one write transaction: it may keep rows in memory
+(`Rows`) and buffer inserts, and writes them all in `flush()`.
+"""
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol, Sequence
+
+
+class Writer(Protocol):
+    def apply(self, event: Any, position: int) -> None: ...
+
+    def flush(self) -> None: ...
 
 
 class Projection(Protocol):
     name: str
-    topics: tuple[str, ...]  # the event topics it reads; others are skipped cheaply
-    tables: tuple[str, ...]  # the tables it owns, dropped and rebuilt together
+    topics: tuple[str, ...]  # the event topics it reads; others are skipped cheaply; () reads all
+    tables: tuple[str, ...]  # the tables it owns, dropped and rebuilt together (virtual tables first)
 
-    def create(self, db: sqlite3.Connection) -> None: ...
+    def create(self, t: "Tables") -> None: ...  # the tables (IF NOT EXISTS), without secondary indexes
 
-    def apply(self, db: sqlite3.Connection, event: Any, position: int) -> None: ...
+    def create_indexes(self, t: "Tables") -> None: ...  # secondary indexes: a rebuild adds them at the end
+
+    def writer(self, t: "Tables") -> Writer: ...
 
 
 def topic_of(event: Any) -> str:
@@ -22,3 +36,81 @@ def topic_of(event: Any) -> str:
 
 def event_name(topic: str) -> str:
     return topic.split(":", 1)[-1]
+
+
+class Tables(dict):  # type: ignore[type-arg]
+    """Actual table names of one set of a projection's tables: t["routes"] -> "routes__rebuild".
+
+    `t.sql("UPDATE {routes} SET ...")` fills the placeholders (cached per statement).
+    """
+
+    def __init__(self, db: sqlite3.Connection, suffix: str = "") -> None:
+        super().__init__()
+        self.db = db
+        self.suffix = suffix
+        self._sql: dict[str, str] = {}
+
+    def __missing__(self, name: str) -> str:
+        return f"{name}{self.suffix}"
+
+    def sql(self, text: str) -> str:
+        done = self._sql.get(text)
+        if done is None:
+            done = self._sql[text] = text.format_map(self)
+        return done
+
+    def execute(self, text: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.db.execute(self.sql(text), params)
+
+    def executemany(self, text: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.db.executemany(self.sql(text), rows)
+
+
+class Rows:
+    """The rows of one table that a write transaction touches, changed in memory, written once.
+
+    `new(key, row)` adds a row; `get(key)` returns the row to change in place (read from the
+    table on first use). `flush()` inserts the new rows and updates the changed ones with one
+    executemany each, so a delivery recorded, attempted and delivered in one batch is one INSERT.
+    """
+
+    def __init__(self, t: Tables, table: str, columns: Sequence[str], key: str) -> None:
+        self.t = t
+        self.columns = tuple(columns)
+        self.key = key
+        name = t[table]
+        cols = ", ".join(self.columns)
+        self._select = f"SELECT {cols} FROM [{name}] WHERE {key}=?"
+        self._insert = f"INSERT INTO [{name}] ({cols}) VALUES ({', '.join('?' * len(self.columns))})"
+        others = [c for c in self.columns if c != key]
+        self._update = f"UPDATE [{name}] SET {', '.join(f'{c}=?' for c in others)} WHERE {key}=?"
+        self._others = others
+        self.added: dict[Any, dict[str, Any]] = {}
+        self.loaded: dict[Any, dict[str, Any]] = {}
+
+    def new(self, key: Any, **values: Any) -> dict[str, Any]:
+        row = dict.fromkeys(self.columns)
+        row.update(values)
+        row[self.key] = key
+        self.added[key] = row
+        return row
+
+    def get(self, key: Any) -> dict[str, Any] | None:
+        row = self.added.get(key)
+        if row is None:
+            row = self.loaded.get(key)
+        if row is None:
+            found = self.t.db.execute(self._select, (key,)).fetchone()
+            if found is None:
+                return None
+            row = self.loaded[key] = dict(zip(self.columns, found))
+        return row
+
+    def flush(self) -> None:
+        if self.added:
+            self.t.db.executemany(self._insert, [tuple(r[c] for c in self.columns) for r in self.added.values()])
+            self.added.clear()
+        if self.loaded:
+            self.t.db.executemany(self._update, [(*(r[c] for c in self._others), r[self.key])
+                                                 for r in self.loaded.values()])
+            self.loaded.clear()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
-from .base import topic_of
+from .base import Rows, Tables, topic_of
 
 
 def _json(value: Any) -> str | None:
@@ -18,15 +17,19 @@ def _iso(event: Any) -> str:
     return event.timestamp.isoformat()
 
 
+_ROUTE_COLUMNS = ("route_id", "session_key", "session_id", "platform", "chat_type", "origin", "created_at",
+                  "updated_at", "bound_reason", "position")
+
+
 class RoutesProjection:
     name = "routes"
     tables = ("routes",)
     topics = ("turnlog:RouteRegistered", "turnlog:RouteBound", "turnlog:RouteDetached",
               "turnlog:RouteOriginChanged")
 
-    def create(self, db: sqlite3.Connection) -> None:
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS routes (
+    def create(self, t: Tables) -> None:
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {routes} (
                 route_id TEXT PRIMARY KEY,
                 session_key TEXT NOT NULL,
                 session_id TEXT,
@@ -38,60 +41,74 @@ class RoutesProjection:
                 bound_reason TEXT,
                 position INTEGER NOT NULL)"""
         )
-        db.execute("CREATE INDEX IF NOT EXISTS routes_by_key ON routes (session_key)")
-        db.execute("CREATE INDEX IF NOT EXISTS routes_by_session ON routes (session_id)")
 
-    def apply(self, db: sqlite3.Connection, event: Any, position: int) -> None:
-        topic = topic_of(event)
-        route_id = str(event.originator_id)
+    def create_indexes(self, t: Tables) -> None:
+        t.execute("CREATE INDEX IF NOT EXISTS routes_by_key ON {routes} (session_key)")
+        t.execute("CREATE INDEX IF NOT EXISTS routes_by_session ON {routes} (session_id)")
+
+    def writer(self, t: Tables) -> "_RoutesWriter":
+        return _RoutesWriter(t)
+
+
+class _RoutesWriter:
+    def __init__(self, t: Tables) -> None:
+        self.rows = Rows(t, "routes", _ROUTE_COLUMNS, "route_id")
+
+    def apply(self, e: Any, position: int) -> None:
+        topic = topic_of(e)
+        route_id = str(e.originator_id)
+        at = _iso(e)
         if topic == "turnlog:RouteRegistered":
-            origin = event.origin or {}
-            db.execute(
-                "INSERT INTO routes (route_id, session_key, session_id, platform, chat_type, origin,"
-                " created_at, updated_at, bound_reason, position) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (route_id, event.session_key, None, origin.get("platform"), origin.get("chat_type"),
-                 _json(event.origin), _iso(event), _iso(event), None, position),
-            )
-        elif topic == "turnlog:RouteBound":
-            db.execute(
-                "UPDATE routes SET session_id=?, bound_reason=?, updated_at=?, position=? WHERE route_id=?",
-                (event.session_id, event.reason, _iso(event), position, route_id),
-            )
+            origin = e.origin or {}
+            self.rows.new(route_id, session_key=e.session_key, platform=origin.get("platform"),
+                          chat_type=origin.get("chat_type"), origin=_json(e.origin), created_at=at, updated_at=at,
+                          position=position)
+            return
+        row = self.rows.get(route_id)
+        if row is None:
+            return
+        if topic == "turnlog:RouteBound":
+            row.update(session_id=e.session_id, bound_reason=e.reason)
         elif topic == "turnlog:RouteDetached":
-            db.execute(
-                "UPDATE routes SET session_id=NULL, bound_reason=?, updated_at=?, position=? WHERE route_id=?",
-                (event.reason, _iso(event), position, route_id),
-            )
-        elif topic == "turnlog:RouteOriginChanged":
-            db.execute(
-                "UPDATE routes SET origin=?, updated_at=?, position=? WHERE route_id=?",
-                (_json(event.origin), _iso(event), position, route_id),
-            )
+            row.update(session_id=None, bound_reason=e.reason)
+        else:  # RouteOriginChanged
+            row["origin"] = _json(e.origin)
+        row.update(updated_at=at, position=position)
+
+    def flush(self) -> None:
+        self.rows.flush()
 
 
-_SESSION_FLAG_UPDATES = {
-    "turnlog:SessionSuspended": ("suspended=1, suspend_reason=?", lambda e: (e.reason,)),
-    "turnlog:ResumePendingMarked": (
-        "resume_pending=1, resume_reason=?, resume_marked_at=?", lambda e: (e.reason, _iso(e))),
-    "turnlog:ResumePendingCleared": (
-        "resume_pending=0, resume_reason=NULL, resume_marked_at=NULL", lambda e: ()),
-    "turnlog:SessionEnded": ("ended_at=?, end_reason=?", lambda e: (_iso(e), e.reason)),
-    "turnlog:SessionReopened": (
-        "ended_at=NULL, end_reason=NULL, suspended=0, suspend_reason=NULL, resume_pending=0,"
-        " resume_reason=NULL, resume_marked_at=NULL, session_key=?, updated_at=?",
-        lambda e: (e.session_key, _iso(e))),
-    "turnlog:ActivityTouched": ("updated_at=?", lambda e: (_iso(e),)),
+def _reopened(row: dict[str, Any], e: Any) -> None:
+    row.update(ended_at=None, end_reason=None, suspended=0, suspend_reason=None, resume_pending=0,
+               resume_reason=None, resume_marked_at=None, session_key=e.session_key, updated_at=_iso(e))
+
+
+_SESSION_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
+    "turnlog:SessionSuspended": lambda row, e: row.update(suspended=1, suspend_reason=e.reason),
+    "turnlog:ResumePendingMarked": lambda row, e: row.update(
+        resume_pending=1, resume_reason=e.reason, resume_marked_at=_iso(e)),
+    "turnlog:ResumePendingCleared": lambda row, e: row.update(
+        resume_pending=0, resume_reason=None, resume_marked_at=None),
+    "turnlog:SessionEnded": lambda row, e: row.update(ended_at=_iso(e), end_reason=e.reason),
+    "turnlog:SessionReopened": _reopened,
+    "turnlog:ActivityTouched": lambda row, e: row.update(updated_at=_iso(e)),
 }
+
+_SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "chat_type", "display_name", "origin",
+                    "created_at", "updated_at", "created_reason", "previous_session_id", "parent_session_id",
+                    "suspended", "suspend_reason", "resume_pending", "resume_reason", "resume_marked_at",
+                    "ended_at", "end_reason", "position")
 
 
 class SessionsProjection:
     name = "sessions"
     tables = ("sessions",)
-    topics = ("turnlog:SessionCreated", *_SESSION_FLAG_UPDATES)
+    topics = ("turnlog:SessionCreated", *_SESSION_CHANGES)
 
-    def create(self, db: sqlite3.Connection) -> None:
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS sessions (
+    def create(self, t: Tables) -> None:
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {sessions} (
                 session_id TEXT PRIMARY KEY,
                 aggregate_id TEXT NOT NULL UNIQUE,
                 session_key TEXT NOT NULL,
@@ -113,24 +130,36 @@ class SessionsProjection:
                 end_reason TEXT,
                 position INTEGER NOT NULL)"""
         )
-        db.execute("CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions (session_key)")
 
-    def apply(self, db: sqlite3.Connection, event: Any, position: int) -> None:
-        topic = topic_of(event)
+    def create_indexes(self, t: Tables) -> None:
+        t.execute("CREATE INDEX IF NOT EXISTS sessions_by_key ON {sessions} (session_key)")
+
+    def writer(self, t: Tables) -> "_SessionsWriter":
+        return _SessionsWriter(t)
+
+
+class _SessionsWriter:
+    def __init__(self, t: Tables) -> None:
+        self.rows = Rows(t, "sessions", _SESSION_COLUMNS, "aggregate_id")
+
+    def apply(self, e: Any, position: int) -> None:
+        topic = topic_of(e)
+        aggregate_id = str(e.originator_id)
         if topic == "turnlog:SessionCreated":
-            origin = event.origin or {}
-            db.execute(
-                "INSERT INTO sessions (session_id, aggregate_id, session_key, platform, chat_type, display_name,"
-                " origin, created_at, updated_at, created_reason, previous_session_id, parent_session_id,"
-                " position) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (event.session_id, str(event.originator_id), event.session_key, origin.get("platform"), origin.get("chat_type"),
-                 origin.get("chat_name") or origin.get("user_name"), _json(event.origin), _iso(event),
-                 _iso(event), event.reason, event.previous_session_id, event.parent_session_id, position),
-            )
+            origin = e.origin or {}
+            at = _iso(e)
+            self.rows.new(aggregate_id, session_id=e.session_id, session_key=e.session_key,
+                          platform=origin.get("platform"), chat_type=origin.get("chat_type"),
+                          display_name=origin.get("chat_name") or origin.get("user_name"), origin=_json(e.origin),
+                          created_at=at, updated_at=at, created_reason=e.reason,
+                          previous_session_id=e.previous_session_id, parent_session_id=e.parent_session_id,
+                          suspended=0, resume_pending=0, position=position)
             return
-        assignments, values = _SESSION_FLAG_UPDATES[topic]
-        db.execute(
-            f"UPDATE sessions SET {assignments}, position=? WHERE aggregate_id=?",
-            (*values(event), position, str(event.originator_id)),
-        )
+        row = self.rows.get(aggregate_id)
+        if row is None:
+            return
+        _SESSION_CHANGES[topic](row, e)
+        row["position"] = position
 
+    def flush(self) -> None:
+        self.rows.flush()

@@ -1,24 +1,44 @@
-"""Keeps every read model caught up with the log from its own tracked position.
+"""Keeps every read model caught up with the log from its own tracked position, and rebuilds them.
 
-One pass reads the notification log once for all projections. Each batch is one write
-transaction on the read-model file that applies the events and advances the positions, so a
-crash leaves every projection at a position it fully reflects. The position only moves over a
-prefix of the log that was read up to the log's maximum id at the start of the pass: on SQLite
-and on PostgreSQL (which takes a table lock per insert) that prefix is committed and gap-free.
+Catch-up reads the log once for all projections that are behind, in batches. A batch is read
+and decoded first, then applied in one write transaction on the read-model file that also
+advances the positions, so a crash leaves every projection at a position it fully reflects.
+
+A position only moves over a committed, gap-free prefix of the log: the batch is read up to the
+log's maximum position taken at the start of the pass (`target`). On SQLite a position is
+assigned inside the single writer's transaction, so every position below a committed maximum is
+committed too; PostgreSQL takes a table lock per insert to the same effect.
+
+A rebuild fills fresh tables (`<table>__rebuild`) from position 0 with its own tracked position
+(table `projection_rebuilds`), committing batch by batch, so a killed rebuild resumes where it
+stopped. When it has reached the log's head it swaps: in one transaction the live tables are
+dropped, the fresh ones renamed into place, the secondary indexes built (deferred until now),
+and the live position set. Readers see the old tables or the new ones, never a mix.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
-from typing import Iterable, Sequence
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.application import Application
 
-from .base import Projection
+from ..errors import StoreError
+from .base import Projection, Tables
+from .legacy import LegacyProjection
+from .log import LogReader, Row
 
-BATCH = 1000
+BATCH = 5000
 POSITIONS_TABLE = "projection_positions"
+REBUILDS_TABLE = "projection_rebuilds"
+REBUILD_SUFFIX = "__rebuild"
+
+Progress = Callable[[int, int], None]  # (events done, events to do)
 
 
 def connect_views(path: str) -> sqlite3.Connection:
@@ -29,83 +49,292 @@ def connect_views(path: str) -> sqlite3.Connection:
     return conn
 
 
+def is_corruption(error: BaseException) -> bool:
+    """An SQLite error that says a table or index holds damaged data (not a lock, not a bug)."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    name = getattr(error, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or bool(
+        re.search(r"malformed|corrupt", str(error), re.IGNORECASE))
+
+
+class ProjectionCorrupt(StoreError):
+    """A projection's tables are damaged; rebuilding it from the log repairs it."""
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        super().__init__(f"the {name} read model is damaged ({error})")
+        self.name = name
+
+
+@dataclass
+class RebuildReport:
+    projections: list[str]
+    events: int = 0  # events read by this run
+    head: int = 0
+    resumed: dict[str, int] = field(default_factory=dict)  # name -> position an earlier run had reached
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"projections": self.projections, "events": self.events, "head": self.head,
+                "resumed": self.resumed, "seconds": round(self.seconds, 3),
+                "events_per_s": round(self.events / self.seconds) if self.seconds else None}
+
+
+class _Target:
+    """Where a pass writes: a connection, a table-name suffix and where the positions are kept."""
+
+    def __init__(self, db: sqlite3.Connection, suffix: str, table: str | None,
+                 stops: dict[str, int] | None = None) -> None:
+        self.db = db
+        self.suffix = suffix
+        self.table = table  # None: positions kept in memory (a verification copy)
+        self.memory: dict[str, int] = {}
+        self.stops = stops or {}
+
+    def positions(self) -> dict[str, int]:
+        if self.table is None:
+            return dict(self.memory)
+        return dict(self.db.execute(f"SELECT name, position FROM {self.table}").fetchall())
+
+    def advance(self, name: str, position: int) -> None:
+        if self.table is None:
+            self.memory[name] = position
+        else:
+            self.db.execute(f"UPDATE {self.table} SET position=? WHERE name=?", (position, name))
+
+
 class ProjectionRunner:
-    def __init__(self, app: Application, views_path: str, projections: Sequence[Projection]) -> None:
+    def __init__(self, app: Application, views_path: str, projections: Sequence[Any]) -> None:
         self.app = app
-        self.projections = {p.name: p for p in projections}
+        self.views_path = views_path
+        self.projections: dict[str, Projection] = {
+            p.name: p if hasattr(p, "writer") else LegacyProjection(p) for p in projections}
         self.db = connect_views(views_path)
+        self.log = LogReader(app, self.db, views_path)
+        self.batch = BATCH
         self._lock = threading.RLock()
+        self.lock = self._lock  # held while reading the read-model connection from several threads
+        self._repaired: set[str] = set()
+        self._live = _Target(self.db, "", POSITIONS_TABLE)
+        self._rebuilding = _Target(self.db, REBUILD_SUFFIX, REBUILDS_TABLE)
         self._ensure_schema()
 
     def _ensure_schema(self) -> None:
         with self._lock, self._write():
             self.db.execute(
-                f"CREATE TABLE IF NOT EXISTS {POSITIONS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)"
-            )
+                f"CREATE TABLE IF NOT EXISTS {POSITIONS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
+            self.db.execute(
+                f"CREATE TABLE IF NOT EXISTS {REBUILDS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
+                " started_at TEXT NOT NULL)")
             for p in self.projections.values():
-                p.create(self.db)
+                t = Tables(self.db)
+                p.create(t)
+                p.create_indexes(t)
                 self.db.execute(
-                    f"INSERT OR IGNORE INTO {POSITIONS_TABLE} (name, position) VALUES (?, 0)", (p.name,)
-                )
+                    f"INSERT OR IGNORE INTO {POSITIONS_TABLE} (name, position) VALUES (?, 0)", (p.name,))
 
     def _write(self) -> "_WriteTransaction":
         return _WriteTransaction(self.db)
 
+    # -- positions ------------------------------------------------------------------------
+
     def positions(self) -> dict[str, int]:
-        rows = self.db.execute(f"SELECT name, position FROM {POSITIONS_TABLE}").fetchall()
-        return {name: pos for name, pos in rows if name in self.projections}
+        return {name: pos for name, pos in self._live.positions().items() if name in self.projections}
+
+    def rebuilding(self) -> dict[str, int]:
+        """Rebuilds started and not yet swapped in: name -> the position their fresh tables reached."""
+        return {name: pos for name, pos in self._rebuilding.positions().items() if name in self.projections}
 
     def head(self) -> int:
-        return self.app.recorder.max_notification_id() or 0
+        return self.log.head()
+
+    def status(self) -> list[dict[str, Any]]:
+        head = self.head()
+        live, rebuilding = self.positions(), self.rebuilding()
+        return [{"name": name, "position": live.get(name, 0), "head": head, "behind": head - live.get(name, 0),
+                 "rebuild_position": rebuilding.get(name)} for name in self.projections]
+
+    # -- catch-up -------------------------------------------------------------------------
 
     def catch_up(self, names: Iterable[str] | None = None, *, stop: int | None = None) -> int:
-        """Apply every committed event not yet applied; returns how many were applied."""
+        """Apply every committed event not yet applied; returns how many were read.
+
+        A projection whose tables turn out to be damaged is rebuilt from the log once (per
+        runner), and the catch-up goes on.
+        """
         selected = list(names) if names is not None else list(self.projections)
-        target = self.head() if stop is None else stop
-        applied = 0
         with self._lock:
             while True:
-                positions = self.positions()
-                behind = [n for n in selected if positions[n] < target]
-                if not behind:
-                    return applied
-                with self._write():
-                    positions = self.positions()  # another process may have moved them
-                    start = min(positions[n] for n in behind)
-                    notifications = self.app.recorder.select_notifications(
-                        start, BATCH, stop=target, inclusive_of_start=False
-                    )
-                    for n in notifications:
-                        event = None
-                        for name in behind:
-                            p = self.projections[name]
-                            if n.id <= positions[name] or (p.topics and n.topic not in p.topics):
-                                continue
-                            if event is None:
-                                event = self.app.mapper.to_domain_event(n)
-                            p.apply(self.db, event, n.id)
-                        applied += 1
-                    reached = notifications[-1].id if len(notifications) == BATCH else target
-                    for name in behind:
-                        if positions[name] < reached:
-                            self.db.execute(
-                                f"UPDATE {POSITIONS_TABLE} SET position=? WHERE name=?", (reached, name)
-                            )
+                try:
+                    return self._catch_up(selected, stop)
+                except ProjectionCorrupt as e:
+                    self.repair(e.name, cause=e)
 
-    def rebuild(self, names: Iterable[str] | None = None) -> int:
-        """Drop and replay the named read models in one transaction: readers see old or new, never half."""
+    def _catch_up(self, selected: list[str], stop: int | None) -> int:
+        target = self.head() if stop is None else stop
+        applied = 0
+        while True:
+            positions = self._live.positions()
+            behind = [n for n in selected if positions.get(n, 0) < target]
+            if not behind:
+                return applied
+            applied += self._pass(self._live, behind, positions, target)
+
+    def repair(self, name: str, *, cause: BaseException | None = None) -> None:
+        """Rebuild a damaged projection from the log; once per runner, so damage that a rebuild
+        does not cure is reported instead of looping."""
+        if name in self._repaired:
+            raise StoreError(f"the {name} read model is still damaged after a rebuild from the log"
+                             + (f" ({cause})" if cause else ""))
+        self._repaired.add(name)
+        with self._lock:
+            self._discard_rebuild(name)
+            self.rebuild([name])
+
+    def _pass(self, target: _Target, names: list[str], positions: dict[str, int], stop: int) -> int:
+        """Read one batch after the lowest position of `names` and apply it; returns rows read."""
+        start = min(positions.get(n, 0) for n in names)
+        projections = [self.projections[n] for n in names]
+        topics: tuple[str, ...] = ()
+        if all(p.topics for p in projections):
+            topics = tuple(sorted({t for p in projections for t in p.topics}))
+        rows = self.log.read(start, stop, self.batch, topics)
+        reached = rows[-1][0] if len(rows) == self.batch else stop
+        wants = [(n, frozenset(self.projections[n].topics)) for n in names]
+        events = [self._decode_if_wanted(row, wants, positions, target) for row in rows]
+        with _WriteTransaction(target.db) as db:
+            current = target.positions()  # another process may have moved them meanwhile
+            active = [(n, w) for n, w in wants if n in current and current[n] < reached]
+            writers = {n: self.projections[n].writer(Tables(db, target.suffix)) for n, _ in active}
+            for row, event in zip(rows, events):
+                position, topic = row[0], row[3]
+                for name, topic_set in active:
+                    if position <= current[name] or position > target.stops.get(name, position):
+                        continue
+                    if topic_set and topic not in topic_set:
+                        continue
+                    if event is None:
+                        event = self.log.decode(row)
+                    _guarded(name, writers[name].apply, event, position)
+            for name, writer in writers.items():
+                _guarded(name, writer.flush)
+                target.advance(name, min(reached, target.stops.get(name, reached)))
+        return len(rows)
+
+    def _decode_if_wanted(self, row: Row, wants: list[tuple[str, frozenset[str]]], positions: dict[str, int],
+                          target: _Target) -> Any:
+        position, topic = row[0], row[3]
+        for name, topic_set in wants:
+            if position > positions.get(name, 0) and (not topic_set or topic in topic_set) and \
+                    position <= target.stops.get(name, position):
+                return self.log.decode(row)
+        return None
+
+    # -- rebuild --------------------------------------------------------------------------
+
+    def rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
+                pause: float = 0.0) -> int:
+        """Rebuild the named read models (all by default) from the log; returns events read."""
+        return self.run_rebuild(names, progress=progress, pause=pause).events
+
+    def run_rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
+                    pause: float = 0.0) -> RebuildReport:
         selected = list(names) if names is not None else list(self.projections)
-        with self._lock, self._write():
+        report = RebuildReport(projections=selected)
+        started = time.perf_counter()
+        with self._lock:
+            report.resumed = self._start_rebuild(selected)
+            first = min(self._rebuilding.positions().get(n, 0) for n in selected)
+            while True:
+                head = self.head()
+                positions = self._rebuilding.positions()
+                behind = [n for n in selected if n in positions and positions[n] < head]
+                if not behind:
+                    break
+                report.events += self._pass(self._rebuilding, behind, positions, head)
+                if progress is not None:
+                    progress(report.events, max(head - first, report.events))
+                if pause:
+                    time.sleep(pause)
+            report.head = self._swap(selected)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _start_rebuild(self, selected: list[str]) -> dict[str, int]:
+        """Create the fresh tables of each projection, or find those a killed rebuild left."""
+        resumed = {}
+        with self._write():
+            existing = self._rebuilding.positions()
+            tables = self._table_names()
             for name in selected:
+                p = self.projections[name]
+                fresh = [t + REBUILD_SUFFIX for t in p.tables]
+                if name in existing and all(t in tables for t in fresh):
+                    resumed[name] = existing[name]
+                    continue
+                for table in fresh:
+                    self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
+                p.create(Tables(self.db, REBUILD_SUFFIX))
+                self.db.execute(f"INSERT OR REPLACE INTO {REBUILDS_TABLE} (name, position, started_at) VALUES (?,0,?)",
+                                (name, datetime.now(UTC).isoformat()))
+        return {n: pos for n, pos in resumed.items() if pos > 0}
+
+    def _swap(self, selected: list[str]) -> int:
+        """Put the fresh tables in place of the live ones, in one transaction; returns the position."""
+        reached = 0
+        with self._write():
+            positions = self._rebuilding.positions()
+            for name in selected:
+                if name not in positions:
+                    continue  # another process finished this rebuild first
                 p = self.projections[name]
                 for table in p.tables:
                     self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
-                p.create(self.db)
-                self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (name,))
-            return self.catch_up(selected)
+                for table in p.tables:
+                    self.db.execute(f"ALTER TABLE [{table}{REBUILD_SUFFIX}] RENAME TO [{table}]")
+                p.create_indexes(Tables(self.db))
+                self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=? WHERE name=?", (positions[name], name))
+                self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (name,))
+                reached = max(reached, positions[name])
+        return reached
+
+    def _discard_rebuild(self, name: str) -> None:
+        with self._write():
+            for table in self.projections[name].tables:
+                self.db.execute(f"DROP TABLE IF EXISTS [{table}{REBUILD_SUFFIX}]")
+            self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (name,))
+
+    def _table_names(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    # -- a copy for verification ------------------------------------------------------------
+
+    def build_copy(self, db: sqlite3.Connection, stops: dict[str, int]) -> int:
+        """Fill the projections named in `stops` into another connection, each up to its stop."""
+        target = _Target(db, "", None, stops)
+        for name in stops:
+            t = Tables(db)
+            self.projections[name].create(t)
+            target.memory[name] = 0
+        applied = 0
+        with self._lock:
+            while True:
+                behind = [n for n, stop in stops.items() if target.memory[n] < stop]
+                if not behind:
+                    return applied
+                applied += self._pass(target, behind, target.positions(), max(stops[n] for n in behind))
 
     def close(self) -> None:
         self.db.close()
+
+
+def _guarded(name: str, fn: Callable[..., None], *args: Any) -> None:
+    try:
+        fn(*args)
+    except sqlite3.DatabaseError as e:
+        if is_corruption(e):
+            raise ProjectionCorrupt(name, e) from e
+        raise
 
 
 class _WriteTransaction:
