@@ -6,7 +6,7 @@ import os
 import socket
 import uuid as _uuid
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from uuid import UUID
 
 import orjson
@@ -32,6 +32,8 @@ from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
 from .projections.turns import LeasesProjection, LedgerProjection, MessagesProjection, QueueProjection
+from .projections.search import SearchProjection
+from .projections import search_query, verify as _verify
 
 DEFAULT_DB = "turnlog.db"
 
@@ -85,7 +87,7 @@ class Turnlog:
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(), MessagesProjection(),
-             LedgerProjection(), QueueProjection(), LeasesProjection()],
+             LedgerProjection(), QueueProjection(), LeasesProjection(), SearchProjection()],
         )
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -399,6 +401,53 @@ class Turnlog:
         if unknown:
             raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(self.projections.projections)})")
         return self.projections.rebuild(selected)
+
+    # -- search and projection maintenance --------------------------------------------------
+
+    def search(self, query: str, *, session: str | None = None, key: str | None = None,
+               platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
+               limit: int = 20) -> list[dict[str, Any]]:
+        """Full-text search of every transcript (spec §10), best match first.
+
+        Words are ranked by bm25 with a highlighted snippet; Chinese, Japanese and Korean text is
+        found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone
+        or dates (midnight UTC). Raises InvalidRequest for a query over 2048 characters.
+        """
+        return search_query.run(self.projections, query, session=session, key=key, platform=platform,
+                                role=role, since=since, until=until, limit=limit)
+
+    def rebuild_projections(self, names: Iterable[str] | None = None, *,
+                            progress: Callable[[int, int], None] | None = None,
+                            pause: float = 0.0, batch: int | None = None) -> dict[str, Any]:
+        """Rebuild read models from the log into fresh tables and swap them in; resumes a rebuild
+        that was killed. `progress(done, total)` is called after each batch; `batch` events per
+        transaction and `pause` seconds between batches let a live gateway's writes through.
+        Returns counts and seconds."""
+        if batch is not None and (not isinstance(batch, int) or batch < 1):
+            raise InvalidRequest(f"batch must be a positive number of events, not {batch!r}")
+        selected = self._projection_names(names)
+        return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch).to_dict()
+
+    def projection_status(self) -> list[dict[str, Any]]:
+        """Each read model's position, the log's head, and the position of an unfinished rebuild."""
+        return self.projections.status()
+
+    def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
+        """Rebuild read models from the log into a temporary file and compare them row by row with
+        the live ones; `ok` is False and `mismatches` names the rows that differ."""
+        return _verify.verify(self.projections, self._projection_names(names))
+
+    def doctor(self, *, repair: bool = True) -> dict[str, Any]:
+        """Check the read models (SQLite, full-text indexes, unfinished rebuilds, missing tables)
+        and, unless repair=False, rebuild what is damaged from the log. The log is never changed."""
+        return _verify.doctor(self.projections, repair=repair)
+
+    def _projection_names(self, names: Iterable[str] | None) -> list[str] | None:
+        selected = list(names) if names is not None else None
+        unknown = sorted(set(selected or ()) - set(self.projections.projections))
+        if unknown:
+            raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(self.projections.projections)})")
+        return selected
 
     # -- resolving what the caller named ---------------------------------------------------
 

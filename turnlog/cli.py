@@ -233,22 +233,6 @@ def switch(ctx: click.Context, key: str, session_id: str, as_json: bool) -> None
         click.echo(f"{result.session_key} -> {result.session_id}")
 
 
-@main.command()
-@click.argument("names", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, as_json: bool) -> None:
-    """Throw read models away and rebuild them from the log (routes, sessions, timeline)."""
-    if not names and not all_:
-        raise click.UsageError("name the projections to rebuild, or give --all")
-    applied = engine(ctx).rebuild(None if all_ else list(names))
-    if as_json:
-        echo_json({"events": applied})
-    else:
-        click.echo(f"rebuilt from {applied} events")
-
-
 @main.command("export-routing")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default="-", show_default=True)
 @click.pass_context
@@ -440,3 +424,6 @@ def demo(ctx: click.Context) -> None:
 
 
 __all__ = ["main"]
+
+
+from . import cli_projections  # noqa: E402,F401  (registers search, rebuild, verify, doctor)

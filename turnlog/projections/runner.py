@@ -191,15 +191,17 @@ class ProjectionRunner:
             self._discard_rebuild(name)
             self.rebuild([name])
 
-    def _pass(self, target: _Target, names: list[str], positions: dict[str, int], stop: int) -> int:
+    def _pass(self, target: _Target, names: list[str], positions: dict[str, int], stop: int,
+              batch: int | None = None) -> int:
         """Read one batch after the lowest position of `names` and apply it; returns rows read."""
+        limit = batch or self.batch
         start = min(positions.get(n, 0) for n in names)
         projections = [self.projections[n] for n in names]
         topics: tuple[str, ...] = ()
         if all(p.topics for p in projections):
             topics = tuple(sorted({t for p in projections for t in p.topics}))
-        rows = self.log.read(start, stop, self.batch, topics)
-        reached = rows[-1][0] if len(rows) == self.batch else stop
+        rows = self.log.read(start, stop, limit, topics)
+        reached = rows[-1][0] if len(rows) == limit else stop
         wants = [(n, frozenset(self.projections[n].topics)) for n in names]
         events = [self._decode_if_wanted(row, wants, positions, target) for row in rows]
         with _WriteTransaction(target.db) as db:
@@ -233,12 +235,14 @@ class ProjectionRunner:
     # -- rebuild --------------------------------------------------------------------------
 
     def rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
-                pause: float = 0.0) -> int:
+                pause: float = 0.0, batch: int | None = None) -> int:
         """Rebuild the named read models (all by default) from the log; returns events read."""
-        return self.run_rebuild(names, progress=progress, pause=pause).events
+        return self.run_rebuild(names, progress=progress, pause=pause, batch=batch).events
 
     def run_rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
-                    pause: float = 0.0) -> RebuildReport:
+                    pause: float = 0.0, batch: int | None = None) -> RebuildReport:
+        """`batch` events per transaction (default BATCH) and `pause` seconds between batches let
+        a live gateway's writes through a long rebuild."""
         selected = list(names) if names is not None else list(self.projections)
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
@@ -251,7 +255,7 @@ class ProjectionRunner:
                 behind = [n for n in selected if n in positions and positions[n] < head]
                 if not behind:
                     break
-                report.events += self._pass(self._rebuilding, behind, positions, head)
+                report.events += self._pass(self._rebuilding, behind, positions, head, batch)
                 if progress is not None:
                     progress(report.events, max(head - first, report.events))
                 if pause:

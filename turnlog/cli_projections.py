@@ -1,0 +1,143 @@
+"""Commands over the read models: search, rebuild, verify, doctor (registered on `turnlog`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from .cli import echo_json, echo_table, engine, main
+
+SNIPPET_WIDTH = 100
+
+
+@main.command()
+@click.argument("query")
+@click.option("--session", default=None, help="Only this session id.")
+@click.option("--key", default=None, help="Only messages of this routing key.")
+@click.option("--platform", default=None, help="Only this platform (telegram, slack, ...).")
+@click.option("--role", default=None, help="Only this role (user, assistant, tool, ...).")
+@click.option("--since", default=None, help="From this ISO time (with a zone) or date, inclusive.")
+@click.option("--until", default=None, help="Before this ISO time (with a zone) or date.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def search(ctx: click.Context, query: str, session: str | None, key: str | None, platform: str | None,
+           role: str | None, since: str | None, until: str | None, limit: int, as_json: bool) -> None:
+    """Full-text search of every transcript, best match first.
+
+    QUERY is words ("quoted phrases" kept, FTS5 operators made safe) or Chinese, Japanese or
+    Korean text, found by substring. Matches are marked >>>like this<<< in the snippet.
+    """
+    hits = engine(ctx).search(query, session=session, key=key, platform=platform, role=role, since=since,
+                              until=until, limit=limit)
+    if as_json:
+        echo_json(hits)
+        return
+    for hit in hits:
+        text = " ".join(hit["snippet"].split())
+        hit["snippet"] = text if len(text) <= SNIPPET_WIDTH else text[: SNIPPET_WIDTH - 1] + "…"
+    echo_table(hits, ["session_id", "seq", "role", "at", "session_key", "snippet"])
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="Events per write transaction (default 5000).")
+@click.option("--pause", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Milliseconds to wait between batches, to let a live gateway's writes through.")
+@click.option("--json", "as_json", is_flag=True, help="Print counts and seconds as JSON (no progress bar).")
+@click.pass_context
+def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int | None, pause: float,
+            as_json: bool) -> None:
+    """Rebuild read models from the log into fresh tables, then swap them in.
+
+    NAMES are projections (routes, sessions, timeline, messages, ledger, queue, leases, search,
+    ...). A rebuild that was interrupted resumes where it stopped when run again. On a terminal
+    a progress bar shows events/s and the time left.
+    """
+    if not names and not all_:
+        raise click.UsageError("name the projections to rebuild, or give --all")
+    if names and all_:
+        raise click.UsageError("give projection names or --all, not both")
+    t = engine(ctx)
+    show_bar = sys.stderr.isatty() and not as_json
+    with click.progressbar(length=1, label="rebuilding", file=sys.stderr, hidden=not show_bar, show_eta=True,
+                           item_show_func=lambda rate: rate) as bar:
+        started = time.perf_counter()
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            bar.update(done - bar.pos, f"{rate:,.0f} events/s")
+
+        report = t.rebuild_projections(None if all_ else list(names), progress=progress, pause=pause / 1000,
+                                         batch=batch)
+    if as_json:
+        echo_json(report)
+        return
+    rate = f", {report['events_per_s']:,} events/s" if report["events_per_s"] else ""
+    click.echo(f"rebuilt from {report['events']} events: {', '.join(report['projections'])}"
+               f" ({report['seconds']} s{rate})")
+    for name, position in report["resumed"].items():
+        click.echo(f"{name}: resumed an interrupted rebuild at position {position}")
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def verify(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Rebuild read models from the log into a temporary file and compare them with the live ones.
+
+    Names every projection and row that differs; exit code 1 if any does.
+    """
+    report = engine(ctx).verify(list(names) or None)
+    if as_json:
+        echo_json(report)
+    else:
+        for p in report["projections"]:
+            click.echo(f"{p['name']}: {'ok' if p['ok'] else 'MISMATCH'} at position {p['position']}")
+            for problem in p["problems"]:
+                click.echo(f"  {problem}")
+            for table in p["tables"]:
+                if table.get("problem"):
+                    click.echo(f"  {table['table']}: {table['problem']}")
+                for d in table["differences"]:
+                    click.echo(f"  {table['table']}: {d['kind']} row {_key(d['key'])}")
+                hidden = table["changed"] + table["missing"] + table["extra"] - len(table["differences"])
+                if hidden > 0:
+                    click.echo(f"  {table['table']}: and {hidden} more")
+    if not report["ok"]:
+        ctx.exit(1)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Report only; repair nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+    """Check the read models and rebuild damaged ones from the log (which is never changed).
+
+    Checks SQLite's quick_check, missing tables, unfinished rebuilds, positions and the
+    full-text indexes' integrity. Exit code 1 if a problem remains.
+    """
+    report = engine(ctx).doctor(repair=not dry_run)
+    if as_json:
+        echo_json(report)
+    elif not report["findings"]:
+        click.echo("no problems found (" + ", ".join(report["checked"]) + ")")
+    else:
+        rows: list[dict[str, Any]] = [
+            {**f, "state": "repaired" if f["repaired"] else ("found" if dry_run else "NOT REPAIRED")}
+            for f in report["findings"]]
+        echo_table(rows, ["check", "projection", "state", "problem"])
+    if not report["ok"]:
+        ctx.exit(1)
+
+
+def _key(key: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in key.items())
