@@ -14,6 +14,7 @@ import orjson
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
+from .commands.fork import ForkCommands
 from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
 from .commands.inbound import resume as resume_turn
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
@@ -24,6 +25,9 @@ from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.keys import resolve_routing_key
+from .domain.transcript import transcript_id
+from .export import export_lineage, export_session
+from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import InvalidRequest, NotFound
 from .domain.inbox import HUMAN
@@ -31,6 +35,9 @@ from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
+from .projections.chain import ChainBreak, ChainSealer
+from .projections.route_history import RouteHistoryProjection
+from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, MessagesProjection, QueueProjection
 from .projections.search import SearchProjection
 from .projections import search_query, verify as _verify
@@ -53,6 +60,7 @@ class HistoryEntry:
     session_id: str | None
     session_key: str | None
     data: dict[str, Any]
+    summary: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -87,8 +95,11 @@ class Turnlog:
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(), MessagesProjection(),
-             LedgerProjection(), QueueProjection(), LeasesProjection(), SearchProjection()],
+             LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
+             SearchProjection()],
         )
+        self.chain = ChainSealer(self.app, self.projections.db)
+        self.forks = ForkCommands(self.ctx)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -339,7 +350,9 @@ class Turnlog:
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
     def catch_up(self) -> int:
-        return self.projections.catch_up()
+        applied = self.projections.catch_up()
+        self.chain.seal()
+        return applied
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         self.catch_up()
@@ -369,25 +382,97 @@ class Turnlog:
             return next(s for s in self.sessions() if s["session_id"] == row["session_id"])
         raise NotFound(f"no session {session_id!r}")
 
-    def history(self, key_or_session: str | SessionSource) -> list[HistoryEntry]:
+    def history(self, key_or_session: str | SessionSource, *, since: str | int | None = None,
+                until: str | int | None = None, types: Iterable[str] | None = None) -> list[HistoryEntry]:
+        """The audit timeline of a key or a session: every event with time, actor, cause and a summary.
+
+        since/until are ISO times or log positions `#N` (inclusive); types are event names.
+        """
         self.catch_up()
         columns = "position, at, event, actor, cause, session_id, session_key, data"
+        filters, params = "", []
+        if since is not None:
+            filters += " AND position >= ?"
+            params.append(self._moment(since, after=True))
+        if until is not None:
+            filters += " AND position <= ?"
+            params.append(self._moment(until))
+        names = list(types or [])
+        if names:
+            filters += f" AND event IN ({','.join('?' * len(names))})"
+            params.extend(names)
         if isinstance(key_or_session, str) and self._is_session(key_or_session):
-            rows = self._query(f"SELECT {columns} FROM timeline WHERE session_id=? ORDER BY position",
-                               (key_or_session,))
+            rows = self._query(f"SELECT {columns} FROM timeline WHERE session_id=?{filters} ORDER BY position",
+                               (key_or_session, *params))
         else:
             route_ids = self._route_ids(key_or_session)
             marks = ",".join("?" * len(route_ids))
             rows = self._query(
-                f"SELECT {columns} FROM timeline WHERE route_id IN ({marks}) OR session_id IN"
-                f" (SELECT session_id FROM timeline WHERE route_id IN ({marks}) AND session_id IS NOT NULL)"
-                " ORDER BY position", (*route_ids, *route_ids))
-        return [HistoryEntry(**{**r, "data": orjson.loads(r["data"])}) for r in rows]
+                f"SELECT {columns} FROM timeline WHERE (route_id IN ({marks}) OR session_id IN"
+                f" (SELECT session_id FROM timeline WHERE route_id IN ({marks}) AND session_id IS NOT NULL))"
+                f"{filters} ORDER BY position", (*route_ids, *route_ids, *params))
+        out = []
+        for r in rows:
+            data = orjson.loads(r["data"])
+            out.append(HistoryEntry(**{**r, "data": data}, summary=summarize(r["event"], data)))
+        return out
+
+    def _moment(self, when: str | int, *, after: bool = False) -> int:
+        """A log position for `#N` or an ISO time; `after` picks the first position at or after a time."""
+        if isinstance(when, str) and not when.startswith("#") and after:
+            try:
+                from datetime import datetime as _dt
+                stamp = _dt.fromisoformat(when.replace("Z", "+00:00"))
+            except ValueError:
+                raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
+            if stamp.tzinfo is None:
+                raise InvalidRequest(f"the time {when!r} has no time zone")
+            rows = self._query("SELECT MIN(position) AS p FROM timeline WHERE at >= ?", (stamp.isoformat(),))
+            return rows[0]["p"] if rows[0]["p"] is not None else self.projections.head() + 1
+        return parse_moment(self, when)
+
+    # -- audit and time travel -------------------------------------------------------------
+
+    def at(self, when: str | int) -> AsOf:
+        """The gateway as of a log position `#N` (or an int) or an ISO time."""
+        self.catch_up()
+        return AsOf(self, parse_moment(self, when))
+
+    def diff(self, a: str | int, b: str | int, *, key: str | None = None) -> dict[str, Any]:
+        """What changed between two moments, grouped by routing key and by session."""
+        self.catch_up()
+        return diff_moments(self, parse_moment(self, a), parse_moment(self, b), key=key)
+
+    def seal(self) -> int:
+        """Extend the hash chain over every committed event (reads do this too)."""
+        return self.chain.seal()
+
+    def verify_chain(self) -> list[ChainBreak]:
+        """Recompute the hash chain from the log: the positions of edited, deleted or moved events."""
+        self.chain.seal()
+        return self.chain.verify()
+
+    def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
+        """Hermes-compatible export of a session (spec §10), or of its whole compression lineage."""
+        self.catch_up()
+        session_id = self._session_id(key_or_session)
+        return export_lineage(self, session_id) if lineage else export_session(self, session_id)
+
+    def fork(self, session_id: str, at: str | int, *, to_key: str | SessionSource | None = None,
+             actor: str = "api") -> str:
+        """A new session whose transcript is `session_id`'s up to moment `at`; returns its id."""
+        self.catch_up()
+        if not self._is_session(session_id):
+            raise NotFound(f"no session {session_id!r}")
+        position = parse_moment(self, at)
+        upto = AsOf(self, position)._version(str(transcript_id(session_id))) or 0
+        route_id = self._route_id(to_key) if to_key is not None else None
+        return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
         sessions = {s["session_id"]: s for s in self.sessions()}
-        out: dict[str, Any] = {"_README": _ROUTING_JSON_README}
+        out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
         for route in self.routes():
             session = sessions.get(route["session_id"])
             if session is None:
@@ -437,10 +522,11 @@ class Turnlog:
         the live ones; `ok` is False and `mismatches` names the rows that differ."""
         return _verify.verify(self.projections, self._projection_names(names))
 
-    def doctor(self, *, repair: bool = True) -> dict[str, Any]:
-        """Check the read models (SQLite, full-text indexes, unfinished rebuilds, missing tables)
-        and, unless repair=False, rebuild what is damaged from the log. The log is never changed."""
-        return _verify.doctor(self.projections, repair=repair)
+    def doctor(self, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
+        """Check the read models (SQLite, full-text indexes, unfinished rebuilds, missing tables;
+        with deep=True also compare each with a rebuild) and, unless repair=False, rebuild what is
+        damaged from the log. The log is never changed."""
+        return _verify.doctor(self.projections, repair=repair, deep=deep)
 
     def _projection_names(self, names: Iterable[str] | None) -> list[str] | None:
         selected = list(names) if names is not None else None

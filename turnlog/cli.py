@@ -181,19 +181,6 @@ def _state(row: dict[str, Any]) -> str:
 
 @main.command()
 @click.argument("key_or_session")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def history(ctx: click.Context, key_or_session: str, as_json: bool) -> None:
-    """The audit timeline of a routing key or a session: every event with actor and cause."""
-    entries = [e.to_dict() for e in engine(ctx).history(key_or_session)]
-    if as_json:
-        echo_json(entries)
-    else:
-        echo_table(entries, ["position", "at", "event", "actor", "cause", "session_id", "data"])
-
-
-@main.command()
-@click.argument("key_or_session")
 @click.option("--reason", default="operator", show_default=True)
 @click.pass_context
 def suspend(ctx: click.Context, key_or_session: str, reason: str) -> None:
@@ -426,4 +413,5 @@ def demo(ctx: click.Context) -> None:
 __all__ = ["main"]
 
 
+from . import cli_audit  # noqa: E402,F401  (registers history, at, diff, export, fork)
 from . import cli_projections  # noqa: E402,F401  (registers search, rebuild, verify, doctor)

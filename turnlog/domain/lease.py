@@ -109,6 +109,18 @@ class TurnLease(TurnlogAggregate):
             lease.expires_at = None
             lease.moved_to = self.to_session_id
 
+    class Seeded(TurnlogAggregate.Event):
+        """The transcript was started without a turn (a fork copied messages into it)."""
+
+        TOPIC = "turnlog:LeaseSeeded"
+        last_seq: int
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.last_seq = self.last_seq
+
+    def seed(self, last_seq: int, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(TurnLease.Seeded, at=at, actor=actor, cause=cause, last_seq=last_seq)
+
     def held_at(self, now: datetime) -> bool:
         return self.owner is not None and self.expires_at is not None and now < self.expires_at
 

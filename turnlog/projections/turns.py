@@ -172,7 +172,7 @@ class LeasesProjection:
     name = "leases"
     tables = ("leases",)
     topics = ("turnlog:LeaseOpened", "turnlog:LeaseAcquired", "turnlog:LeaseRenewed", "turnlog:LeaseReleased",
-              "turnlog:LeaseRevoked", "turnlog:LeaseMoved")
+              "turnlog:LeaseRevoked", "turnlog:LeaseMoved", "turnlog:LeaseSeeded")
 
     def create(self, db: sqlite3.Connection) -> None:
         db.execute(
@@ -202,6 +202,8 @@ class LeasesProjection:
                        " position=? WHERE lease_id=?",
                        (e.epoch, e.owner, e.owner_key, e.turn_id, _iso(e), e.expires_at.isoformat(), position,
                         ident))
+        elif topic == "turnlog:LeaseSeeded":
+            db.execute("UPDATE leases SET last_seq=?, position=? WHERE lease_id=?", (e.last_seq, position, ident))
         elif topic == "turnlog:LeaseRenewed":
             db.execute("UPDATE leases SET expires_at=?, last_seq=?, position=? WHERE lease_id=?",
                        (e.expires_at.isoformat(), e.last_seq, position, ident))

@@ -1,0 +1,68 @@
+"""One line per event for the audit timeline: what happened, in words."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+Summary = Callable[[dict[str, Any]], str]
+
+
+def _short(text: Any, n: int = 48) -> str:
+    s = str(text or "").replace("\n", " ")
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+SUMMARIES: dict[str, Summary] = {
+    "RouteRegistered": lambda d: f"route registered for {d.get('session_key')}",
+    "RouteBound": lambda d: f"route -> {d.get('session_id')} ({d.get('reason')})"
+    + (f", was {d['previous_session_id']}" if d.get("previous_session_id") else ""),
+    "RouteDetached": lambda d: f"route detached from {d.get('session_id')} ({d.get('reason')})",
+    "RouteOriginChanged": lambda d: "route origin updated",
+    "SessionCreated": lambda d: f"session {d.get('session_id')} created ({d.get('reason')})"
+    + (f", parent {d['parent_session_id']}" if d.get("parent_session_id") else ""),
+    "ActivityTouched": lambda d: "activity",
+    "SessionSuspended": lambda d: f"suspended ({d.get('reason')})",
+    "ResumePendingMarked": lambda d: f"resume pending ({d.get('reason')})",
+    "ResumePendingCleared": lambda d: "resume pending cleared",
+    "ConversationScopeCleared": lambda d: "conversation scope cleared"
+    + (f", interrupted {len(d['interrupted_children'])} child(ren)" if d.get("interrupted_children") else ""),
+    "ChildStarted": lambda d: f"async child {d.get('child_id')} started",
+    "ChildFinished": lambda d: f"async child {d.get('child_id')} finished",
+    "SessionEnded": lambda d: f"session ended ({d.get('reason')})",
+    "SessionReopened": lambda d: f"session reopened for {d.get('session_key')}",
+    "LeaseOpened": lambda d: "turn lease opened",
+    "LeaseAcquired": lambda d: f"lease epoch {d.get('epoch')} acquired by {d.get('owner')}"
+    + (f" (taken over from {d['taken_over_from']})" if d.get("taken_over_from") else ""),
+    "LeaseRenewed": lambda d: f"lease epoch {d.get('epoch')} renewed",
+    "LeaseReleased": lambda d: f"lease epoch {d.get('epoch')} released ({d.get('outcome')})",
+    "LeaseRevoked": lambda d: f"lease epoch {d.get('epoch')} revoked ({d.get('reason')})",
+    "LeaseMoved": lambda d: f"lease epoch {d.get('epoch')} moved to {d.get('to_session_id')}",
+    "LeaseSeeded": lambda d: f"transcript seeded with {d.get('last_seq')} message(s)",
+    "MessageAppended": lambda d: f"{d.get('role')}: {_short(d.get('content'))}",
+    "DeliveryRecorded": lambda d: f"reply #{d.get('seq')} owed to {d.get('platform')}:{d.get('chat_id')}",
+    "DeliveryAttempting": lambda d: f"delivery attempt {d.get('attempt')} by {d.get('owner')}"
+    + (" (recovered)" if d.get("recovered") else ""),
+    "DeliveryDelivered": lambda d: f"delivered (attempt {d.get('attempt')})",
+    "DeliveryFailed": lambda d: f"delivery failed: {_short(d.get('error'))}",
+    "DeliveryMarkedUnsure": lambda d: "delivery outcome unknown after an unclean restart",
+    "DeliveryAbandoned": lambda d: f"delivery abandoned ({d.get('reason')})",
+    "InboxOpened": lambda d: f"inbox opened for {d.get('session_key')}",
+    "InboundAccepted": lambda d: f"{d.get('kind')} message accepted"
+    + (f" (merged into item {d['merged_into']})" if d.get("merged_into") else f" as item {d.get('item_id')}")
+    + f": {_short(d.get('text'), 32)}",
+    "InboundRejected": lambda d: f"{d.get('kind')} message refused ({d.get('reason')})",
+    "InboundStarted": lambda d: f"item {d.get('item_id')} started on {d.get('session_id')}",
+    "InboundCompleted": lambda d: f"item {d.get('item_id')} completed ({d.get('outcome')})",
+    "InboundDropped": lambda d: f"items {', '.join(d.get('item_ids') or [])} dropped ({d.get('reason')})",
+    "GatewayRegistered": lambda d: f"gateway {d.get('name')} registered",
+    "GatewayStarted": lambda d: f"boot {d.get('boot_id')} started (pid {d.get('pid')} on {d.get('host')})",
+    "GatewayDrainBegun": lambda d: f"drain for {d.get('reason')} ({d.get('timeout_s')} s)",
+    "GatewayStopped": lambda d: "stopped " + ("clean" if d.get("clean") else "unclean")
+    + (", drain timed out" if d.get("drain_timed_out") else ""),
+    "GatewayRecovered": lambda d: f"boot {d.get('boot_id')} recovered: {d.get('interrupted_turns')} interrupted turn(s)",
+}
+
+
+def summarize(event: str, data: dict[str, Any]) -> str:
+    summary = SUMMARIES.get(event)
+    return summary(data) if summary is not None else event

@@ -1,0 +1,218 @@
+"""The gateway as it was at any past moment, and what changed between two moments.
+
+A moment is a log position `#N` or an ISO time (the last position at or before it). The routing
+map comes from the route history (one indexed query at any depth of log); a session, lease,
+inbox or delivery is its aggregate rebuilt at the version it had then (snapshots keep that short);
+a transcript is its stream up to that version.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable
+
+from .commands.context import session_aggregate_id
+from .commands.turns import lease_id
+from .domain.delivery import Delivery
+from .domain.transcript import transcript_id
+from .errors import InvalidRequest, NotFound
+
+if TYPE_CHECKING:
+    from .api import Turnlog
+
+
+def parse_moment(t: "Turnlog", when: str | int) -> int:
+    """A log position from `#N`, an int, or an ISO time."""
+    head = t.projections.head()
+    if isinstance(when, int):
+        position = when
+    elif isinstance(when, str) and when.startswith("#"):
+        try:
+            position = int(when[1:])
+        except ValueError:
+            raise InvalidRequest(f"bad log position {when!r} (expected #N)") from None
+    else:
+        try:
+            moment = datetime.fromisoformat(str(when).replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
+        if moment.tzinfo is None:
+            raise InvalidRequest(f"the time {when!r} has no time zone")
+        rows = t._query("SELECT MAX(position) AS p FROM timeline WHERE at <= ?", (moment.isoformat(),))
+        position = rows[0]["p"] or 0
+    if position < 0 or position > head:
+        raise InvalidRequest(f"log position {position} is outside the log (1..{head})")
+    return position
+
+
+class AsOf:
+    def __init__(self, t: "Turnlog", position: int) -> None:
+        self.t = t
+        self.position = position
+
+    def _version(self, stream: str) -> int | None:
+        rows = self.t._query("SELECT MAX(version) AS v FROM timeline WHERE stream=? AND position<=?",
+                             (stream, self.position))
+        return rows[0]["v"]
+
+    def _aggregate(self, aggregate_id: Any) -> Any | None:
+        version = self._version(str(aggregate_id))
+        if version is None:
+            return None
+        return self.t.app.repository.get(aggregate_id, version=version)
+
+    @property
+    def at(self) -> str | None:
+        rows = self.t._query("SELECT at FROM timeline WHERE position=?", (self.position,))
+        return rows[0]["at"] if rows else None
+
+    def routes(self, key: str | None = None) -> list[dict[str, Any]]:
+        where = " AND session_key=?" if key else ""
+        params: tuple[Any, ...] = (self.position, self.position, *((key,) if key else ()))
+        return self.t._query(
+            "SELECT route_id, session_key, session_id, reason AS bound_reason, from_position FROM route_history"
+            f" WHERE from_position<=? AND (to_position IS NULL OR to_position>?){where}"
+            " ORDER BY session_key, route_id", params)
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        s = self._aggregate(session_aggregate_id(session_id))
+        if s is None:
+            return None
+        return {"session_id": s.session_id, "session_key": s.session_key, "created_reason": s.created_reason,
+                "parent_session_id": s.parent_session_id, "last_activity": s.last_activity.isoformat(),
+                "suspended": s.suspended, "suspend_reason": s.suspend_reason, "resume_pending": s.resume_pending,
+                "resume_reason": s.resume_reason, "ended": s.ended, "end_reason": s.end_reason}
+
+    def _session_ids(self, session: str | None, key: str | None) -> list[str]:
+        if session:
+            return [session]
+        where, params = ("", ()) if not key else (" AND session_key=?", (key,))
+        rows = self.t._query("SELECT DISTINCT session_id FROM timeline WHERE event='SessionCreated' AND position<=?"
+                             f"{where} ORDER BY position", (self.position, *params))
+        return [r["session_id"] for r in rows]
+
+    def sessions(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
+        return [s for sid in self._session_ids(session, key) if (s := self.session(sid)) is not None]
+
+    def lease(self, session_id: str) -> dict[str, Any] | None:
+        lease = self._aggregate(lease_id(session_id))
+        if lease is None:
+            return None
+        return {"session_id": session_id, "epoch": lease.epoch, "owner": lease.owner, "owner_key": lease.owner_key,
+                "turn_id": lease.turn_id, "expires_at": lease.expires_at.isoformat() if lease.expires_at else None,
+                "last_seq": lease.last_seq}
+
+    def leases(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
+        return [x for sid in self._session_ids(session, key) if (x := self.lease(sid)) is not None]
+
+    def ledger(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for sid in self._session_ids(session, key):
+            rows = self.t._query("SELECT DISTINCT stream FROM timeline WHERE event='DeliveryRecorded'"
+                                 " AND session_id=? AND position<=? ORDER BY position", (sid, self.position))
+            for row in rows:
+                from uuid import UUID
+                d: Delivery | None = self._aggregate(UUID(row["stream"]))
+                if d is not None:
+                    out.append({"session_id": d.session_id, "seq": d.seq, "state": d.state, "attempts": d.attempts,
+                                "owner": d.owner, "content": d.content})
+        return out
+
+    def queue(self, key: str) -> list[dict[str, Any]]:
+        rows = self.t._query("SELECT stream FROM timeline WHERE event='InboxOpened' AND session_key=?"
+                             " AND position<=?", (key, self.position))
+        out = []
+        for row in rows:
+            from uuid import UUID
+            inbox = self._aggregate(UUID(row["stream"]))
+            for item in inbox.items if inbox is not None else []:
+                out.append({"item_id": item["item_id"], "kind": item["kind"], "text": "\n".join(item["texts"]),
+                            "state": "started" if item["started"] else "pending", "session_id": item["session_id"]})
+        return out
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        version = self._version(str(transcript_id(session_id)))
+        if version is None:
+            return []
+        from .api import _message_dict
+        return [_message_dict(e) for e in self.t.app.events.get(transcript_id(session_id), lte=version)]
+
+    VIEWS: dict[str, str] = {"routes": "routes", "sessions": "sessions", "leases": "leases", "ledger": "ledger",
+                             "queue": "queue", "transcript": "transcript"}
+
+    def view(self, name: str, *, key: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
+        if name == "routes":
+            return self.routes(key)
+        if name in ("sessions", "leases", "ledger"):
+            return getattr(self, name)(session=session, key=key)
+        if name == "queue":
+            if not key:
+                raise InvalidRequest("`at ... queue` needs --key")
+            return self.queue(key)
+        if name == "transcript":
+            if not session:
+                if not key:
+                    raise InvalidRequest("`at ... transcript` needs --session or --key")
+                bound = self.routes(key)
+                if not bound or not bound[0]["session_id"]:
+                    raise NotFound(f"{key} pointed at no session at #{self.position}")
+                session = bound[0]["session_id"]
+            return self.transcript(session)
+        raise InvalidRequest(f"unknown view {name!r} (known: {', '.join(self.VIEWS)})")
+
+
+def diff(t: "Turnlog", a: int, b: int, *, key: str | None = None) -> dict[str, Any]:
+    """What changed between positions a and b (a < b), grouped by routing key and by session."""
+    if a > b:
+        a, b = b, a
+    before, after = AsOf(t, a), AsOf(t, b)
+    routes_a = {r["route_id"]: r for r in before.routes(key)}
+    routes_b = {r["route_id"]: r for r in after.routes(key)}
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for route_id in sorted(set(routes_a) | set(routes_b)):
+        ra, rb = routes_a.get(route_id), routes_b.get(route_id)
+        old = ra["session_id"] if ra else None
+        new = rb["session_id"] if rb else None
+        if ra is None or old != new:
+            name = (rb or ra or {}).get("session_key", route_id)
+            by_key.setdefault(name, []).append({"change": "registered" if ra is None else "rebound",
+                                                "from_session": old, "to_session": new,
+                                                "reason": rb["bound_reason"] if rb else None})
+    where = " AND session_key=?" if key else ""
+    touched = t._query(f"SELECT DISTINCT session_id FROM timeline WHERE position>? AND position<=?"
+                       f" AND session_id IS NOT NULL{where} ORDER BY session_id", (a, b, *((key,) if key else ())))
+    by_session: dict[str, dict[str, Any]] = {}
+    for row in touched:
+        sid = row["session_id"]
+        change: dict[str, Any] = {}
+        fields = _field_changes(before.session(sid), after.session(sid), skip={"last_activity"})
+        if fields:
+            change["session"] = fields
+        lease = _field_changes(before.lease(sid), after.lease(sid), skip={"expires_at", "last_seq"})
+        if lease:
+            change["lease"] = lease
+        messages = len(after.transcript(sid)) - len(before.transcript(sid))
+        if messages:
+            change["messages_added"] = messages
+        ledger_a = {d["seq"]: d for d in before.ledger(session=sid)}
+        ledger_b = {d["seq"]: d for d in after.ledger(session=sid)}
+        deliveries = {seq: {"from": ledger_a[seq]["state"] if seq in ledger_a else None, "to": d["state"]}
+                      for seq, d in ledger_b.items() if seq not in ledger_a or ledger_a[seq]["state"] != d["state"]}
+        if deliveries:
+            change["deliveries"] = deliveries
+        if change:
+            by_session[sid] = change
+    events = t._query("SELECT COUNT(*) AS n FROM timeline WHERE position>? AND position<=?", (a, b))[0]["n"]
+    return {"from": a, "to": b, "events": events, "keys": by_key, "sessions": by_session}
+
+
+def _field_changes(old: dict[str, Any] | None, new: dict[str, Any] | None, *,
+                   skip: set[str]) -> dict[str, Any]:
+    if old == new:
+        return {}
+    if old is None or new is None:
+        return {"from": old, "to": new}
+    return {k: {"from": old.get(k), "to": v} for k, v in new.items() if k not in skip and old.get(k) != v}
+
+
+Reader = Callable[..., list[dict[str, Any]]]
