@@ -117,15 +117,17 @@ def verify(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
 
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Report only; repair nothing.")
+@click.option("--deep", is_flag=True, help="Also compare every read model with a rebuild (as verify does).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
-def doctor(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
+def doctor(ctx: click.Context, dry_run: bool, deep: bool, as_json: bool) -> None:
     """Check the read models and rebuild damaged ones from the log (which is never changed).
 
     Checks SQLite's quick_check, missing tables, unfinished rebuilds, positions and the
-    full-text indexes' integrity. Exit code 1 if a problem remains.
+    full-text indexes' integrity; with --deep, every row against a rebuild. Exit code 1 if a
+    problem remains.
     """
-    report = engine(ctx).doctor(repair=not dry_run)
+    report = engine(ctx).doctor(repair=not dry_run, deep=deep)
     if as_json:
         echo_json(report)
     elif not report["findings"]:

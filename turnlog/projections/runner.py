@@ -55,7 +55,7 @@ def is_corruption(error: BaseException) -> bool:
         return False
     name = getattr(error, "sqlite_errorname", "") or ""
     return name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or bool(
-        re.search(r"malformed|corrupt", str(error), re.IGNORECASE))
+        re.search(r"malformed|corrupt|invalid fts5|vtable constructor failed", str(error), re.IGNORECASE))
 
 
 class ProjectionCorrupt(StoreError):
@@ -277,7 +277,7 @@ class ProjectionRunner:
                     resumed[name] = existing[name]
                     continue
                 for table in fresh:
-                    self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
+                    self._drop(p, table)
                 p.create(Tables(self.db, REBUILD_SUFFIX))
                 self.db.execute(f"INSERT OR REPLACE INTO {REBUILDS_TABLE} (name, position, started_at) VALUES (?,0,?)",
                                 (name, datetime.now(UTC).isoformat()))
@@ -293,7 +293,7 @@ class ProjectionRunner:
                     continue  # another process finished this rebuild first
                 p = self.projections[name]
                 for table in p.tables:
-                    self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
+                    self._drop(p, table)
                 for table in p.tables:
                     self.db.execute(f"ALTER TABLE [{table}{REBUILD_SUFFIX}] RENAME TO [{table}]")
                 p.create_indexes(Tables(self.db))
@@ -304,9 +304,22 @@ class ProjectionRunner:
 
     def _discard_rebuild(self, name: str) -> None:
         with self._write():
-            for table in self.projections[name].tables:
-                self.db.execute(f"DROP TABLE IF EXISTS [{table}{REBUILD_SUFFIX}]")
+            p = self.projections[name]
+            for table in p.tables:
+                self._drop(p, table + REBUILD_SUFFIX)
             self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (name,))
+
+    def _drop(self, p: Projection, table: str) -> None:
+        """DROP TABLE, even of a virtual table too damaged to open: the projection's `salvage`
+        makes it droppable (the log is the copy that matters)."""
+        try:
+            self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
+        except sqlite3.DatabaseError:
+            salvage = getattr(p, "salvage", None)
+            if salvage is None:
+                raise
+            salvage(self.db, table)
+            self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
 
     def _table_names(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -85,14 +85,33 @@ class SearchProjection:
         return _SearchWriter(t)
 
     def integrity(self, db: sqlite3.Connection) -> list[str]:
-        """Problems FTS5's own integrity check finds in the live indexes (empty when sound)."""
+        """Problems in the live indexes (empty when sound): FTS5's own integrity check, and
+        whether each index holds exactly the messages of the table it indexes."""
         problems = []
         for table in FTS_TABLES:
             try:
                 db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+                unindexed = db.execute(f"SELECT count(*) FROM (SELECT id FROM search_messages EXCEPT"
+                                       f" SELECT id FROM {table}_docsize)").fetchone()[0]
+                stale = db.execute(f"SELECT count(*) FROM (SELECT id FROM {table}_docsize EXCEPT"
+                                   f" SELECT id FROM search_messages)").fetchone()[0]
             except sqlite3.DatabaseError as e:
                 problems.append(f"{table}: {e}")
+                continue
+            if unindexed or stale:
+                problems.append(f"{table}: {unindexed} messages not indexed, {stale} indexed that do not exist")
         return problems
+
+    def salvage(self, db: sqlite3.Connection, table: str) -> None:
+        """Give a damaged FTS5 table the shadow rows of an empty index, so that it can be
+        dropped (FTS5 must open a table to drop it, and cannot open one whose structure record
+        is garbage)."""
+        if table.split("__")[0] not in FTS_TABLES:
+            return
+        for shadow in ("data", "idx", "docsize", "config"):
+            db.execute(f"DELETE FROM [{table}_{shadow}]")
+        db.execute(f"INSERT INTO [{table}_config] VALUES ('version', 4)")
+        db.execute(f"INSERT INTO [{table}_data] VALUES (1, x''), (10, x'00000000000000')")
 
 
 class _SearchWriter:

@@ -98,20 +98,23 @@ def _is_virtual(db: sqlite3.Connection, schema: str, table: str) -> bool:
 # -- doctor -------------------------------------------------------------------------------
 
 
-def doctor(runner: ProjectionRunner, *, repair: bool = True) -> dict[str, Any]:
-    findings = _examine(runner)
+def doctor(runner: ProjectionRunner, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
+    """`deep` also compares every read model with a rebuild (verify), which finds any damage but
+    costs a rebuild's time."""
+    findings = _examine(runner, deep)
     to_rebuild = sorted({f["projection"] for f in findings if f["projection"]})
     if repair and to_rebuild:
         runner.run_rebuild(to_rebuild)
-        still = {(f["check"], f["projection"]) for f in _examine(runner)}
+        still = {(f["check"], f["projection"]) for f in _examine(runner, deep)}
         for f in findings:
             f["repaired"] = bool(f["projection"]) and (f["check"], f["projection"]) not in still
     ok = all(f["repaired"] for f in findings)
+    checked = ["sqlite quick_check", "tables", "unfinished rebuilds", "positions", "full-text indexes"]
     return {"ok": ok, "findings": findings, "repaired": repair and bool(to_rebuild),
-            "checked": ["sqlite quick_check", "tables", "unfinished rebuilds", "positions", "full-text indexes"]}
+            "checked": checked + (["verify"] if deep else [])}
 
 
-def _examine(runner: ProjectionRunner) -> list[dict[str, Any]]:
+def _examine(runner: ProjectionRunner, deep: bool) -> list[dict[str, Any]]:
     findings: list[dict[str, Any]] = []
 
     def found(check: str, projection: str | None, problem: str) -> None:
@@ -136,4 +139,10 @@ def _examine(runner: ProjectionRunner) -> list[dict[str, Any]]:
             check = getattr(p, "integrity", None)
             for problem in check(runner.db) if check is not None else ():
                 found("integrity", name, problem)
+    if deep:
+        damaged = {f["projection"] for f in findings}
+        for result in verify(runner)["projections"]:
+            if not result["ok"] and result["name"] not in damaged:
+                tables = [t["table"] for t in result["tables"] if not t["ok"]]
+                found("verify", result["name"], f"differs from a rebuild from the log in {', '.join(tables)}")
     return findings

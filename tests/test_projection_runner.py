@@ -1,0 +1,172 @@
+"""Acceptance: the projection runner's rebuild fills fresh tables, swaps them in, and resumes
+after being killed with SIGKILL, ending with the same rows as a clean rebuild."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = [
+    SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice"),
+    SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1"),
+    SessionSource(platform="discord", chat_type="thread", chat_id="5", thread_id="8", user_id="9", scope_id="G1"),
+    SessionSource(platform="whatsapp", chat_type="dm", chat_id="15551234567"),
+]
+TURNS = 240
+
+
+def fill(db: str, turns: int = TURNS) -> None:
+    clock = ManualClock("2026-03-01T10:00:00+00:00")
+    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
+        for n in range(turns):
+            clock.advance(7)
+            source = SOURCES[n % len(SOURCES)]
+            t.handle_message(source, f"question {n}: 数据库 kiwi {n % 7}", lambda history, item: f"answer {n} 迁移",
+                             lambda text: None)
+        t.catch_up()
+
+
+def table_dump(db: str) -> dict[str, list[tuple]]:
+    """Every row of every read-model table (full-text index internals aside), in key order."""
+    conn = sqlite3.connect(db)
+    try:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            " AND name NOT LIKE 'search_fts%' AND name NOT IN ('stored_events', 'snapshots', 'projection_rebuilds',"
+            " 'chain')")]
+        return {name: sorted(conn.execute(f"SELECT * FROM [{name}]").fetchall(), key=repr) for name in names}
+    finally:
+        conn.close()
+
+
+def copy_db(src: str, dst: str) -> None:
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory) -> str:
+    db = str(tmp_path_factory.mktemp("log") / "turnlog.db")
+    fill(db)
+    return db
+
+
+@pytest.fixture
+def db(filled, tmp_path) -> str:
+    path = str(tmp_path / "turnlog.db")
+    copy_db(filled, path)
+    return path
+
+
+def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, tmp_path):
+    clean = str(tmp_path / "clean.db")
+    copy_db(db, clean)
+    with Turnlog(db) as t:
+        head = t.projection_status()[0]["head"]
+        routes_before = t.routes()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        child = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "rebuild", "--all", "--batch", "100",
+                                  "--pause", "25", "--json"], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        try:
+            while True:
+                reached = [s["rebuild_position"] for s in t.projection_status() if s["rebuild_position"]]
+                if reached and 0 < min(reached) < head:
+                    break
+                assert child.poll() is None, f"the rebuild ended before it could be killed: {child.communicate()}"
+            os.kill(child.pid, signal.SIGKILL)
+        finally:
+            child.wait()
+        assert child.returncode == -signal.SIGKILL
+
+        status = {s["name"]: s for s in t.projection_status()}
+        interrupted = {name: s["rebuild_position"] for name, s in status.items()}
+        assert all(p is not None and 0 < p < head for p in interrupted.values()), interrupted
+        assert t.routes() == routes_before  # the live read models kept serving, untouched
+
+    resumed = cli("--db", db, "rebuild", "--all", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    report = orjson.loads(resumed.output)
+    assert report["resumed"] == interrupted
+    assert report["events"] == head - min(interrupted.values())  # only the rest of the log was read
+
+    with Turnlog(db) as t:
+        assert all(s["rebuild_position"] is None and s["position"] == head for s in t.projection_status())
+    assert not [n for n in table_dump(db) if n.endswith("__rebuild")]
+
+    assert cli("--db", clean, "rebuild", "--all", "--json").exit_code == 0
+    assert table_dump(db) == table_dump(clean)
+    with Turnlog(db) as t, Turnlog(clean) as c:
+        assert t.search("kiwi", limit=50) == c.search("kiwi", limit=50)
+        assert t.search("数据", limit=50) == c.search("数据", limit=50)
+    assert cli("--db", db, "verify").exit_code == 0
+
+
+def test_rebuild_reports_progress_after_each_batch(db):
+    calls = []
+    with Turnlog(db) as t:
+        head = t.projection_status()[0]["head"]
+        report = t.rebuild_projections(["timeline", "search"], batch=500, progress=lambda d, n: calls.append((d, n)))
+    assert report["events"] == head
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls})  # increasing
+    assert calls[-1] == (head, head)
+    assert len(calls) == -(-head // 500)
+
+
+def test_rebuilding_one_projection_leaves_the_others_alone(db):
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE routes SET bound_reason='hand edited'")
+    conn.commit()
+    conn.close()
+    before = table_dump(db)
+    with Turnlog(db) as t:
+        t.rebuild_projections(["search"])
+    after = table_dump(db)
+    assert after["routes"] == before["routes"]
+    assert after["search_messages"] == before["search_messages"]
+
+
+def test_cli_rebuild_json_is_quiet_and_text_names_what_was_rebuilt(db):
+    as_json = cli("--db", db, "rebuild", "routes", "sessions", "--json")
+    assert as_json.exit_code == 0
+    report = orjson.loads(as_json.output)
+    assert report["projections"] == ["routes", "sessions"] and report["seconds"] >= 0
+    text = cli("--db", db, "rebuild", "--all")
+    assert text.exit_code == 0
+    assert text.output.startswith("rebuilt from ") and "search" in text.output
+    for args in (["rebuild"], ["rebuild", "routes", "--all"], ["rebuild", "nonsense"], ["rebuild", "--batch", "0"]):
+        result = cli("--db", db, *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_catch_up_after_new_events_extends_rebuilt_models(db):
+    with Turnlog(db) as t:
+        t.rebuild_projections()
+        before = len(t.search("papaya"))
+        session_id = t.get_or_create_session(SOURCES[0]).session_id
+        token = t.acquire_lease(session_id, t.routing_key(SOURCES[0]), timeout=1)
+        t.append_message(token, "user", "papaya please")
+        t.release_lease(token)
+        assert len(t.search("papaya")) == before + 1
+        assert t.verify()["ok"] is True
