@@ -296,9 +296,11 @@ class Turnlog:
         outcomes = []
         for row in self.resume_candidates(name):
             in_flight = self._in_flight_item(row["session_id"])
-            outcomes.append(resume_turn(self.inbound, session_id=row["session_id"], session_key=row["session_key"],
-                                        reason=row["resume_reason"], in_flight=in_flight, responder=responder,
-                                        sender=sender))
+            outcome = resume_turn(self.inbound, session_id=row["session_id"], session_key=row["session_key"],
+                                  reason=row["resume_reason"], in_flight=in_flight, responder=responder,
+                                  sender=sender)
+            if outcome is not None:  # None: answered or settled meanwhile, nothing left to resume
+                outcomes.append(outcome)
         return outcomes
 
     def _in_flight_item(self, session_id: str) -> tuple[_uuid.UUID, Any] | None:
@@ -335,7 +337,10 @@ class Turnlog:
                                         "recovered")},
                 "started_at": boot["started_at"].isoformat(),
                 "stopped_at": boot["stopped_at"].isoformat() if boot["stopped_at"] else None,
-                "ended_clean": gateway.ended_clean(boot) if boot["state"] not in ("running", "draining") else None},
+                # A boot still marked running or draining is either alive or died without a stop; once
+                # recovered it is known to have died, so it did not end clean.
+                "ended_clean": gateway.ended_clean(boot)
+                if boot["state"] not in ("running", "draining") or boot["recovered"] else None},
             "active_turns": self._query("SELECT session_id, owner, owner_key, epoch, turn_id, acquired_at,"
                                         " expires_at FROM leases WHERE owner IS NOT NULL ORDER BY acquired_at"),
             "pending_deliveries": self._query(

@@ -282,14 +282,22 @@ def resume_note(reason: str | None) -> str:
 
 def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, reason: str | None,
            in_flight: tuple[UUID, InboxItem] | None, responder: Responder, sender: Sender,
-           timeout: float | None = None) -> TurnOutcome:
-    """Run the one resumed turn of an interrupted session: a system note instead of empty text."""
+           timeout: float | None = None) -> TurnOutcome | None:
+    """Run the one resumed turn of an interrupted session: a system note instead of empty text.
+
+    None when, by the time the lease is ours, the session no longer waits to be resumed: a turn on
+    it completed meanwhile (an inbound message raced the auto-resume, #45456), the sweep delivered
+    its reply, or it was suspended or ended. Checked under the lease, so it is never resumed twice.
+    """
     turns = inbound.turns
     note = resume_note(reason)
     cause = f"resume:{reason or 'interrupted'}"
     started: dict[str, int] = {}
 
     def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
+        session = inbound.ctx.session(session_id, fresh=True)
+        if session is None or not session.resume_pending or session.suspended or session.ended:
+            raise _NothingPending
         seq = lease.last_seq + 1
         message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
         lease.renew(epoch=token.epoch, ttl_s=inbound.ctx.config.lease_ttl_s, last_seq=seq,
@@ -297,8 +305,11 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
         started["seq"] = seq
         return [message]
 
-    token = turns.acquire(session_id, session_key, timeout=timeout, actor="system:recovery", cause=cause,
-                          before_save=start_turn)
+    try:
+        token = turns.acquire(session_id, session_key, timeout=timeout, actor="system:recovery", cause=cause,
+                              before_save=start_turn)
+    except _NothingPending:
+        return None
     if in_flight is not None:
         inbox_uuid, item = in_flight
     else:

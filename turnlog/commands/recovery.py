@@ -4,10 +4,12 @@ What a crashed boot left behind is read from the log: a turn lease still held by
 never recorded a clean stop is an interrupted turn (the durable active-turn marker). For each:
 - its reply is persisted and owed: the ledger row is (re)delivered by the sweep with the
   "Recovered reply" prefix, never regenerated; a reply persisted without a ledger row becomes
-  an unowned row (silence-marker rules apply);
+  an unowned row (silence-marker rules apply); either way the turn is finished as its own unwind
+  would have finished it (resume_pending cleared), so it is never also resumed;
 - no reply persisted: the session is marked resume_pending (restart_interrupted) and the turn
   is resumed once, unless this is the session's third interrupted turn in a row: then it is
-  suspended (stuck_loop).
+  suspended (stuck_loop) and every item still in flight on it is closed.
+A resumed turn answers the item its interrupted turn started, so that is the item recovered with it.
 Candidates are found through the read models (caught up first) and every action is decided on
 the aggregates themselves, so recovery running twice, or racing a live process, is safe.
 """
@@ -258,7 +260,7 @@ class RecoveryCommands:
             turn_id, owner_key, epoch = lease.turn_id, lease.owner_key, lease.epoch
             turn_messages = self._turn_messages(session_id, lease.epoch)
             reply = next((m for m in reversed(turn_messages) if m.role == "assistant"), None)
-            inbox, item = self._in_flight(lease.turn_id)
+            inbox, item = self._in_flight(lease.turn_id, session_id)
             internal = item is not None and item.kind == WAKEUP
             items: list[Any] = [lease]
             if reply is not None:
@@ -270,29 +272,46 @@ class RecoveryCommands:
                 else:
                     action = "unowned_row"
                     items.append(self._unowned_row(session_id, lease, reply, item, internal, cause))
-                if inbox is not None and item is not None:
-                    inbox.complete(item.item_id, "answered", at=now, actor=self.owner, cause=cause)
+                # The turn has its reply: finish it as its own unwind would have (inbound.py), so it is
+                # delivered by the sweep (or owes nothing) and never also resumed, even while the sweep
+                # skips a platform that is not connected yet.
+                session = ctx.session(session_id, fresh=True)
+                resumed = session is not None and session.clear_resume_pending(at=now, actor="system:recovery",
+                                                                               cause=cause)
+                if resumed:
+                    items.append(session)
+                if inbox is not None:
+                    for waiting in inbox.in_flight():
+                        if item is not None and waiting.item_id == item.item_id:
+                            inbox.complete(item.item_id, "answered", at=now, actor=self.owner, cause=cause)
+                        elif resumed and waiting.session_id == session_id:
+                            inbox.complete(waiting.item_id, "answered_by_later_turn", at=now, actor=self.owner,
+                                           cause=cause)
                     items.append(inbox)
             else:
                 session = ctx.session(session_id, fresh=True)
+                # Closing the session closes every item still in flight on it: an earlier interrupted
+                # turn's item as well as this one's (a human message may have continued the session).
+                closing = [w.item_id for w in inbox.in_flight() if w.session_id == session_id] if inbox else []
                 if session is None or session.ended:
                     action = "dropped"
-                    if inbox is not None and item is not None:
-                        inbox.complete(item.item_id, "session_ended", at=now, actor=self.owner, cause=cause)
-                        items.append(inbox)
+                    for item_id in closing:
+                        inbox.complete(item_id, "session_ended", at=now, actor=self.owner, cause=cause)
                 elif lease.interrupted_in_a_row + 1 >= STUCK_LOOP_LIMIT or session.suspended:
                     action = "suspended_stuck_loop"
                     session.suspend("stuck_loop", at=now, actor="system:recovery", cause=cause)
                     items.append(session)
-                    if inbox is not None and item is not None:
-                        inbox.complete(item.item_id, "stuck_loop", at=now, actor=self.owner, cause=cause)
-                        items.append(inbox)
+                    for item_id in closing:
+                        inbox.complete(item_id, "stuck_loop", at=now, actor=self.owner, cause=cause)
                 else:
+                    closing = []
                     action = "resume_pending"
                     if not session.resume_pending:
                         session.mark_resume_pending("restart_interrupted", at=now, actor="system:recovery",
                                                     cause=cause)
                         items.append(session)
+                if closing:
+                    items.append(inbox)
             lease.revoke(reason=RESTART_RECOVERY, at=now, actor="system:recovery", cause=cause)
             if not dry_run:
                 ctx.save(*items)
@@ -312,10 +331,13 @@ class RecoveryCommands:
             turn.append(message)
         return list(reversed(turn))
 
-    def _in_flight(self, turn_id: str | None) -> tuple[Inbox | None, InboxItem | None]:
-        if turn_id is None:
-            return None, None
-        rows = self.query("SELECT inbox_id, item_id FROM queue_items WHERE turn_id=?", (turn_id,))
+    def _in_flight(self, turn_id: str | None, session_id: str) -> tuple[Inbox | None, InboxItem | None]:
+        """The inbound item the turn was answering. A resumed turn works on the item its interrupted
+        turn started (see resume()), so when no item started with this turn, it is the session's."""
+        rows = self.query("SELECT inbox_id, item_id FROM queue_items WHERE turn_id=?", (turn_id,)) if turn_id else []
+        if not rows:
+            rows = self.query("SELECT inbox_id, item_id FROM queue_items WHERE session_id=? AND state='started'"
+                              " ORDER BY position DESC LIMIT 1", (session_id,))
         if not rows:
             return None, None
         inbox: Inbox | None = self.ctx.get(UUID(rows[0]["inbox_id"]), fresh=True)
