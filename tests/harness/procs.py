@@ -1,0 +1,149 @@
+"""Real child processes for crash tests: run a snippet as a gateway process, SIGKILL it on cue.
+
+The snippet runs with `kit` in scope (a `Kit`): `kit.turnlog()` opens the test's database (with a
+ManualClock at the time the parent chose, so several boots are as far apart as the test says),
+`kit.ready(**data)` tells the parent that the point to be killed at is reached, `kit.hang()`
+blocks until the kill, and `kit.kill_after_save(t, predicate)` makes the process SIGKILL itself
+right after committing a save that `predicate` picks (a crash between two commits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[2]
+TESTS = REPO / "tests"
+CHILD_TIMEOUT_S = 60.0
+
+
+def child_env() -> dict[str, str]:
+    paths = [str(REPO), str(TESTS), os.environ.get("PYTHONPATH")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+class Kit:
+    """What a child snippet gets: the database, a work folder, a clock, and the cues."""
+
+    def __init__(self, db: str, work: str, at: str | None) -> None:
+        self.db = db
+        self.work = Path(work)
+        self.at = at
+
+    def clock(self) -> Any:
+        from turnlog import ManualClock, SystemClock
+        return ManualClock(self.at) if self.at else SystemClock()
+
+    def turnlog(self, **options: Any) -> Any:
+        from turnlog import Turnlog
+        options.setdefault("clock", self.clock())
+        return Turnlog(self.db, **options)
+
+    def ready(self, name: str = "ready", **data: Any) -> None:
+        tmp = self.work / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"pid": os.getpid(), **data}))
+        os.replace(tmp, self.work / f"{name}.json")
+
+    def hang(self) -> None:
+        while True:
+            time.sleep(3600)
+
+    def kill_self(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def kill_after_save(self, t: Any, predicate: Callable[[tuple[Any, ...]], bool]) -> None:
+        """SIGKILL this process right after `t` commits a save whose items `predicate` picks."""
+        original = t.app.save
+
+        def save(*items: Any, **kwargs: Any) -> Any:
+            result = original(*items, **kwargs)
+            if predicate(items):
+                self.kill_self()
+            return result
+        t.app.save = save
+
+
+_BOOT = """
+import sys
+from harness.procs import Kit
+kit = Kit(sys.argv[1], sys.argv[2], sys.argv[3] or None)
+"""
+
+
+@dataclass
+class Killed:
+    pid: int
+    data: dict[str, Any]  # what the child passed to kit.ready()
+    returncode: int
+
+
+def start(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = None,
+          work: str | os.PathLike[str] | None = None) -> subprocess.Popen:
+    work = Path(work) if work is not None else Path(db).parent
+    stamp = at.isoformat() if isinstance(at, datetime) else (at or "")
+    script = _BOOT + textwrap.dedent(code)
+    return subprocess.Popen([sys.executable, "-c", script, str(db), str(work), stamp], env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = CHILD_TIMEOUT_S) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"child exited with {proc.returncode} before {path.name}:\n{err.decode()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"child did not reach {path.name} within {timeout:g}s")
+        time.sleep(0.005)
+    return json.loads(path.read_text())
+
+
+def crash(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = None, cue: str = "ready",
+          work: str | os.PathLike[str] | None = None) -> Killed:
+    """Run `code` in a child; SIGKILL it as soon as it calls kit.ready(cue) (or when it kills itself)."""
+    work = Path(work) if work is not None else Path(db).parent
+    marker = work / f"{cue}.json"
+    if marker.exists():
+        marker.unlink()
+    proc = start(db, code, at=at, work=work)
+    data: dict[str, Any] = {}
+    deadline = time.monotonic() + CHILD_TIMEOUT_S
+    while proc.poll() is None and not marker.exists():
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("child neither reached its cue nor died")
+        time.sleep(0.005)
+    if marker.exists():
+        data = json.loads(marker.read_text())
+        marker.unlink()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _, err = proc.communicate()
+    if proc.returncode != -signal.SIGKILL:
+        raise AssertionError(f"child was expected to die of SIGKILL, exited {proc.returncode}:\n{err.decode()}")
+    return Killed(proc.pid, data, proc.returncode)
+
+
+def run(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = None,
+        work: str | os.PathLike[str] | None = None) -> str:
+    """Run `code` in a child to completion; returns its stdout."""
+    proc = start(db, code, at=at, work=work)
+    try:
+        out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("child did not finish") from None
+    if proc.returncode != 0:
+        raise AssertionError(f"child exited with {proc.returncode}:\n{err.decode()}")
+    return out.decode()
