@@ -432,7 +432,9 @@ class Turnlog:
                 raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
             if stamp.tzinfo is None:
                 raise InvalidRequest(f"the time {when!r} has no time zone")
-            rows = self._query("SELECT MIN(position) AS p FROM timeline WHERE at >= ?", (stamp.isoformat(),))
+            from datetime import timezone as _tz
+            rows = self._query("SELECT MIN(position) AS p FROM timeline WHERE at >= ?",
+                               (stamp.astimezone(_tz.utc).isoformat(),))
             return rows[0]["p"] if rows[0]["p"] is not None else self.projections.head() + 1
         return parse_moment(self, when)
 

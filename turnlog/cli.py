@@ -23,7 +23,8 @@ DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; def
 
 
 def echo_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+    # Non-str keys (a diff's deliveries are keyed by message seq) are written as strings.
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode())
 
 
 def echo_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
@@ -43,7 +44,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (dict, list)):
-        return orjson.dumps(value, default=str).decode()
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
     return str(value)
 
 

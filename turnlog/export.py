@@ -57,11 +57,16 @@ def export_session(t: "Turnlog", session_id: str) -> dict[str, Any]:
 
 
 def lineage(t: "Turnlog", session_id: str) -> list[str]:
-    """Root to tip through compression rotations (and forks' parents), cycles and depth bounded."""
+    """Root to tip through compression rotations, cycles and depth bounded.
+
+    Only a compression child continues its parent's conversation: a fork already holds a copy of
+    its parent's messages, so its lineage starts at the fork (its parent's would repeat them).
+    """
     chain = [session_id]
     seen = {session_id}
     current = t.session(session_id)
-    while current["parent_session_id"] and current["parent_session_id"] not in seen and len(chain) < 100:
+    while (current["created_reason"] == "compression" and current["parent_session_id"]
+           and current["parent_session_id"] not in seen and len(chain) < 100):
         parent = current["parent_session_id"]
         chain.insert(0, parent)
         seen.add(parent)

@@ -8,7 +8,7 @@ a transcript is its stream up to that version.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from .commands.context import session_aggregate_id
@@ -38,7 +38,9 @@ def parse_moment(t: "Turnlog", when: str | int) -> int:
             raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
         if moment.tzinfo is None:
             raise InvalidRequest(f"the time {when!r} has no time zone")
-        rows = t._query("SELECT MAX(position) AS p FROM timeline WHERE at <= ?", (moment.isoformat(),))
+        # The timeline's times are UTC ISO strings, compared as text: compare in UTC too.
+        rows = t._query("SELECT MAX(position) AS p FROM timeline WHERE at <= ?",
+                        (moment.astimezone(timezone.utc).isoformat(),))
         position = rows[0]["p"] or 0
     if position < 0 or position > head:
         raise InvalidRequest(f"log position {position} is outside the log (1..{head})")
