@@ -1,0 +1,195 @@
+"""The hash chain over the stored log: tamper evidence at the public surface (`seal`, `verify_chain`).
+
+Each test lives a few turns (ManualClock, SequentialIds), lets the chain seal them, then changes
+the SQLite file behind turnlog's back with raw sqlite3, the way someone with the file could: an
+event's stored bytes edited, an event deleted, two events' bytes swapped. `verify_chain()` must
+name exactly the positions touched, in a Turnlog opened afresh on the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog.projections.chain import ChainBreak
+
+KEY = "agent:main:telegram:dm:42"
+
+
+def alice(message_id: str) -> SessionSource:
+    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
+
+
+def echo(history, item) -> str:
+    return f"re: {item.text}"
+
+
+def open_log(db: Path, minute: int = 0) -> Turnlog:
+    return Turnlog(db, clock=ManualClock(f"2026-03-01T10:{minute:02d}:00+00:00"), session_ids=SequentialIds(),
+                   owner="gw-1")
+
+
+def live_turns(db: Path, texts: list[str], first_minute: int = 1) -> None:
+    with open_log(db) as t:
+        for n, text in enumerate(texts):
+            t.clock.set(f"2026-03-01T10:{first_minute + n:02d}:00+00:00")
+            t.handle_message(alice(f"m{first_minute + n}"), text, echo, lambda reply: None)
+        t.seal()
+
+
+def user_message_position(db: Path, text: str) -> int:
+    with open_log(db) as t:
+        found = [h.position for h in t.history(KEY, types=["MessageAppended"])
+                 if h.data["role"] == "user" and h.data["content"] == text]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+def raw(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(db, isolation_level=None)
+
+
+def state_of(db: Path, rowid: int) -> bytes:
+    with raw(db) as c:
+        return c.execute("SELECT state FROM stored_events WHERE rowid=?", (rowid,)).fetchone()[0]
+
+
+def set_state(db: Path, rowid: int, state: bytes) -> None:
+    c = raw(db)
+    try:
+        assert c.execute("UPDATE stored_events SET state=? WHERE rowid=?", (state, rowid)).rowcount == 1
+    finally:
+        c.close()
+
+
+def verify(db: Path) -> list[ChainBreak]:
+    with open_log(db, 30) as t:
+        return t.verify_chain()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "gateway.db"
+    live_turns(path, ["hello 1", "hello 2", "hello 3"])
+    return path
+
+
+def count_events(db: Path) -> int:
+    with raw(db) as c:
+        return c.execute("SELECT MAX(rowid) FROM stored_events").fetchone()[0]
+
+
+def sealed_positions(db: Path) -> list[int]:
+    with raw(db) as c:
+        return [row[0] for row in c.execute("SELECT position FROM chain ORDER BY position")]
+
+
+# -- an untouched log ------------------------------------------------------------------------------
+
+def test_an_untouched_log_verifies_clean_and_every_event_is_sealed(db):
+    assert verify(db) == []
+    assert sealed_positions(db) == list(range(1, count_events(db) + 1))
+
+
+def test_events_written_after_a_seal_extend_the_chain_and_still_verify(db):
+    before = count_events(db)
+    live_turns(db, ["hello 4"], first_minute=4)
+    with open_log(db, 30) as t:
+        assert t.seal() == 0  # the turn's reads already sealed it
+        assert t.verify_chain() == []
+    assert count_events(db) > before
+    assert sealed_positions(db) == list(range(1, count_events(db) + 1))
+
+
+def test_seal_reports_how_many_events_it_sealed(tmp_path):
+    db = tmp_path / "gateway.db"
+    with open_log(db) as t:
+        t.get_or_create_session(alice("m1"))
+        written, already = count_events(db), len(sealed_positions(db))
+        assert written > already
+        assert t.seal() == written - already
+        assert t.seal() == 0
+        assert t.verify_chain() == []
+
+
+# -- tampering ---------------------------------------------------------------------------------------
+
+def test_an_edited_event_is_named_by_its_position(db):
+    position = user_message_position(db, "hello 2")
+    state = state_of(db, position)
+    assert b'"content":"hello 2"' in state
+    set_state(db, position, state.replace(b'"content":"hello 2"', b'"content":"hello 9"'))
+    with open_log(db, 30) as t:  # the edit is real: the engine now reads the forged text
+        s1 = t.session(t.routes()[0]["session_id"])["session_id"]
+        assert [m["content"] for m in t.transcript(s1) if m["role"] == "user"] == ["hello 1", "hello 9", "hello 3"]
+    assert verify(db) == [ChainBreak(position, "edited")]
+
+
+def test_a_one_byte_edit_of_the_newest_event_is_named(db):
+    head = count_events(db)
+    state = state_of(db, head)
+    assert state.count(b"+00:00") == 1  # its time: moved by a minute in the zone offset's last byte
+    set_state(db, head, state.replace(b"+00:00", b"+00:01"))
+    assert verify(db) == [ChainBreak(head, "edited")]
+
+
+def test_a_deleted_event_is_named_missing(db):
+    position = user_message_position(db, "hello 2")
+    c = raw(db)
+    try:
+        assert c.execute("DELETE FROM stored_events WHERE rowid=?", (position,)).rowcount == 1
+    finally:
+        c.close()
+    assert verify(db) == [ChainBreak(position, "missing")]
+
+
+def test_deleting_the_newest_event_is_named_missing_too(db):
+    head = count_events(db)
+    c = raw(db)
+    try:
+        assert c.execute("DELETE FROM stored_events WHERE rowid=?", (head,)).rowcount == 1
+    finally:
+        c.close()
+    assert verify(db) == [ChainBreak(head, "missing")]
+
+
+def test_two_swapped_events_are_both_named(db):
+    first, second = user_message_position(db, "hello 1"), user_message_position(db, "hello 3")
+    a, b = state_of(db, first), state_of(db, second)
+    set_state(db, first, b)
+    set_state(db, second, a)
+    assert verify(db) == [ChainBreak(first, "edited"), ChainBreak(second, "edited")]
+
+
+def test_an_edit_is_still_named_after_more_events_are_sealed_on_top(db):
+    position = user_message_position(db, "hello 1")
+    set_state(db, position, state_of(db, position).replace(b"hello 1", b"HELLO 1"))
+    live_turns(db, ["hello 4", "hello 5"], first_minute=4)
+    assert verify(db) == [ChainBreak(position, "edited")]
+
+
+def test_edits_and_deletions_together_are_each_named_in_order(db):
+    edited = user_message_position(db, "hello 3")
+    deleted = user_message_position(db, "hello 1")
+    set_state(db, edited, state_of(db, edited).replace(b"hello 3", b"hello 0"))
+    c = raw(db)
+    try:
+        c.execute("DELETE FROM stored_events WHERE rowid=?", (deleted,))
+    finally:
+        c.close()
+    breaks = verify(db)
+    assert breaks == [ChainBreak(deleted, "missing"), ChainBreak(edited, "edited")]
+    assert [b.to_dict() for b in breaks] == [{"position": deleted, "problem": "missing"},
+                                             {"position": edited, "problem": "edited"}]
+
+
+def test_restoring_the_original_bytes_verifies_clean_again(db):
+    position = user_message_position(db, "hello 2")
+    original = state_of(db, position)
+    set_state(db, position, original.replace(b"hello 2", b"hello 9"))
+    assert verify(db) == [ChainBreak(position, "edited")]
+    set_state(db, position, original)
+    assert verify(db) == []
