@@ -187,6 +187,45 @@ def test_an_unclean_stop_is_read_from_the_log_alone(db, tmp_path):
     assert (recovered.boot_id, recovered.interrupted_turns, recovered.resume_pending) == (boot_id, 1, 1)
 
 
+CRASH_LOOP = """
+t = kit.turnlog()
+def broken(*args, **kwargs):
+    raise RuntimeError("a bad release: every boot dies during start-up")
+for n in range(BOOTS):
+    crashing = kit.turnlog()
+    crashing.recovery.recover = broken
+    try:
+        crashing.start_gateway("main")
+    except RuntimeError:
+        pass
+    crashing.close()
+kit.ready()
+kit.hang()
+"""
+
+
+def test_an_interrupted_turn_survives_a_long_crash_loop_of_later_boots(db):
+    """Boots that die during start-up never recover anyone; the turn of the boot before them must
+    still be recovered by the first boot that gets through, however many boots failed in between."""
+    killed = procs.crash(db, IN_AGENT, at=at(0))
+    procs.crash(db, CRASH_LOOP.replace("BOOTS", "25"), at=at(1))
+    t = boot(db, 2)
+    report = t.start_gateway(GW)
+    assert killed.data["boot"] in report.recovery.recovered_boots
+    assert len(report.recovery.recovered_boots) == 26
+    [turn] = report.recovery.interrupted
+    assert (turn.session_id, turn.boot_id, turn.action) == (killed.data["session_id"], killed.data["boot"],
+                                                            "resume_pending")
+    assert t.status(GW)["active_turns"] == []
+    assert report.boot_storm is True  # a crash loop: no auto-resume this boot, the session waits
+    assert t.resume_interrupted(never_called, never_called) == []
+    t.stop_gateway()
+    later = boot(db, 10)
+    later.start_gateway(GW)
+    assert [o.session_id for o in later.resume_interrupted(lambda h, i: "back", lambda text: None)] == \
+        [killed.data["session_id"]]
+
+
 # -- 2a. reply persisted and in the ledger --------------------------------------------------------
 
 def test_killed_inside_the_send_the_reply_is_redelivered_once_with_the_prefix(db):

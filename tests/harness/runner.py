@@ -63,6 +63,12 @@ def _child(db: Path, sent: Path, seed: int, round_no: int, at: datetime, upto: i
     return subprocess.Popen(argv, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _last_line(err: str) -> str:
+    """The exception line of a child's traceback (run with --workdir and the child by hand for more)."""
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
 def _wait_booting(proc: subprocess.Popen) -> None:
     """Until the child has imported everything and is about to start its gateway (or has died)."""
     assert proc.stdout is not None
@@ -94,9 +100,9 @@ def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | No
             kills += 1
         err = proc.stderr.read().decode() if proc.stderr else ""
         if proc.returncode not in (0, -signal.SIGKILL):
-            errors.append(f"round {r}: child exited with {proc.returncode}: {err.strip()[-2000:]}")
+            errors.append(f"round {r}: child exited with {proc.returncode}: {_last_line(err)}")
         elif proc.returncode == -signal.SIGKILL and "Traceback" in err:
-            errors.append(f"round {r}: child failed before the kill: {err.strip()[-2000:]}")
+            errors.append(f"round {r}: child failed before the kill: {_last_line(err)}")
         at += timedelta(seconds=ROUND_SPAN_S + rng.choice(GAPS_S))
         if progress is not None:
             progress(r + 1, rounds, kills)
@@ -110,7 +116,7 @@ def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | No
         errors.append("the final clean run did not finish")
     else:
         if proc.returncode != 0:
-            errors.append(f"the final clean run exited with {proc.returncode}: {err_b.decode().strip()[-2000:]}")
+            errors.append(f"the final clean run exited with {proc.returncode}: {_last_line(err_b.decode())}")
     report = check(str(db), str(sent))
     return Result(rounds, kills, report, errors, time.monotonic() - began)
 

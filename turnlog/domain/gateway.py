@@ -22,6 +22,23 @@ def gateway_id(name: str) -> UUID:
     return stream_id("gateway", name)
 
 
+def _trimmed(boots: list[dict]) -> list[dict]:
+    """The last RECENT_BOOTS boots, and every older one that still needs recovery: a boot that
+    died holding turns is forgotten only once a later boot has recovered it (or it stopped clean),
+    however many boots failed during start-up in between."""
+    excess = len(boots) - RECENT_BOOTS
+    if excess <= 0:
+        return boots
+    kept = []
+    for n, b in enumerate(boots):
+        settled = b["recovered"] or b["state"] == "stopped"
+        if n < len(boots) - RECENT_BOOTS and settled and excess > 0:
+            excess -= 1
+            continue
+        kept.append(b)
+    return kept
+
+
 class Gateway(TurnlogAggregate):
     TOPIC = "turnlog:Gateway"
 
@@ -45,7 +62,7 @@ class Gateway(TurnlogAggregate):
             boot = {"boot_id": self.boot_id, "pid": self.pid, "host": self.host,
                     "started_at": self.timestamp, "state": "running", "drain_reason": None,
                     "stopped_at": None, "drain_timed_out": False, "recovered": False}
-            g.boots = [*g.boots, boot][-RECENT_BOOTS:]
+            g.boots = _trimmed([*g.boots, boot])
 
     class DrainBegun(TurnlogAggregate.Event):
         TOPIC = "turnlog:GatewayDrainBegun"
