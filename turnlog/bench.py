@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable
 
 from .api import Turnlog
+from .search_timing import run_search_mix
 from .workload import assistant_text, build_sources, turn_order, user_text
 
 Progress = Callable[[int, int], None]
@@ -86,6 +87,12 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     loaded = sum(len(t.transcript(s["session_id"])) for s in listed)
     restart_s = time.perf_counter() - restart_t0
 
+    search = run_search_mix(t, seed=seed)
+    fts_t0 = time.perf_counter()
+    fts_report = t.rebuild_projections(["search"])
+    fts_rebuild = {"seconds": round(time.perf_counter() - fts_t0, 4), "messages_indexed": loaded,
+                   "events_read": fts_report["events"]}
+
     rebuild_t0 = time.perf_counter()
     rebuilt_events = t.rebuild()
     rebuild_s = time.perf_counter() - rebuild_t0
@@ -109,8 +116,8 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
                             "mean": round(statistics.fmean(lat_ms), 3)},
         "projection_catch_up_s": round(catch_up_s, 3),
         "restart": {"load_s": round(restart_s, 4), "sessions_loaded": len(listed), "messages_loaded": loaded},
-        "search": None,
-        "fts_rebuild": None,
+        "search": search,
+        "fts_rebuild": fts_rebuild,
         "projections_rebuild": {"seconds": round(rebuild_s, 3), "events": rebuilt_events,
                                 "events_per_s": round(rebuilt_events / rebuild_s) if rebuild_s else None},
         "bytes_after_workload": bytes_after,

@@ -48,6 +48,20 @@ _CJK_RANGES = (
 )
 
 
+_CJK_CLASS = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in _CJK_RANGES) + "\\uff01-\\uff64"
+_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+(?:[ \\t]+[{_CJK_CLASS}]+)*")
+
+
+def cjk_runs(text: str) -> str:
+    """The Chinese, Japanese and Korean runs of `text` (spaces inside a run kept), one per line:
+    what the trigram index holds. A query term without a newline cannot match across two runs."""
+    return "\n".join(_CJK_RUN.findall(text))
+
+
+def is_cjk_run(text: str) -> bool:
+    return _CJK_RUN.fullmatch(text) is not None
+
+
 class QueryTooLong(ValueError):
     """A search query longer than MAX_QUERY_CHARS."""
 
@@ -98,8 +112,9 @@ class QueryPlan:
 
     @property
     def trigram_ok(self) -> bool:
-        """True when every term is long enough for the trigram index (3 characters or more)."""
-        return not self.empty and all(len(t.substring) >= 3 for t in self.terms)
+        """True when the trigram index can answer: every term is CJK text (it holds nothing else)
+        of 3 characters or more (a trigram is 3)."""
+        return not self.empty and all(len(t.substring) >= 3 and is_cjk_run(t.substring) for t in self.terms)
 
     def trigram_fts(self) -> str:
         """The query for a trigram index: every term a quoted substring, operators kept."""

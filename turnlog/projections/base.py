@@ -2,8 +2,10 @@
 
 A projection names its tables once (`tables`) and writes every SQL statement with `{table}`
 placeholders, so that the same code fills the live tables or a fresh set (`routes__rebuild`, ...)
-that a rebuild swaps in. A writer lives for one write transaction: it may keep rows in memory
-(`Rows`) and buffer inserts, and writes them all in `flush()`.
+that a rebuild swaps in. A writer buffers a batch's changes (`Rows`, lists of inserts) and writes
+them all in `flush()`, at the end of the batch's write transaction. The runner hands the same
+writer the next batch only if nothing else changed the projection meanwhile, so a writer may
+keep caches of what it wrote (a stream's filing, a session's key) from one batch to the next.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Projection(Protocol):
     name: str
     topics: tuple[str, ...]  # the event topics it reads; others are skipped cheaply; () reads all
     tables: tuple[str, ...]  # the tables it owns, dropped and rebuilt together (virtual tables first)
+    # Optional `version: int`: when it changes, the tables are dropped and refilled from the log.
 
     def create(self, t: "Tables") -> None: ...  # the tables (IF NOT EXISTS), without secondary indexes
 
@@ -69,29 +72,34 @@ class Tables(dict):  # type: ignore[type-arg]
 class Rows:
     """The rows of one table that a write transaction touches, changed in memory, written once.
 
-    `new(key, row)` adds a row; `get(key)` returns the row to change in place (read from the
-    table on first use). `flush()` inserts the new rows and updates the changed ones with one
+    `new(key, **values)` adds a row; `get(key)` returns the row to change in place (read from
+    the table on first use). `flush()` inserts the new rows and updates the changed ones with one
     executemany each, so a delivery recorded, attempted and delivered in one batch is one INSERT.
+    `key` names the key column, or a tuple of columns (then keys are tuples).
     """
 
-    def __init__(self, t: Tables, table: str, columns: Sequence[str], key: str) -> None:
+    def __init__(self, t: Tables, table: str, columns: Sequence[str], key: str | tuple[str, ...]) -> None:
         self.t = t
         self.columns = tuple(columns)
-        self.key = key
+        self.key_columns = (key,) if isinstance(key, str) else tuple(key)
+        self.composite = not isinstance(key, str)
         name = t[table]
         cols = ", ".join(self.columns)
-        self._select = f"SELECT {cols} FROM [{name}] WHERE {key}=?"
+        match = " AND ".join(f"{k}=?" for k in self.key_columns)
+        self._select = f"SELECT {cols} FROM [{name}] WHERE {match}"
         self._insert = f"INSERT INTO [{name}] ({cols}) VALUES ({', '.join('?' * len(self.columns))})"
-        others = [c for c in self.columns if c != key]
-        self._update = f"UPDATE [{name}] SET {', '.join(f'{c}=?' for c in others)} WHERE {key}=?"
-        self._others = others
+        self._others = [c for c in self.columns if c not in self.key_columns]
+        self._update = f"UPDATE [{name}] SET {', '.join(f'{c}=?' for c in self._others)} WHERE {match}"
         self.added: dict[Any, dict[str, Any]] = {}
         self.loaded: dict[Any, dict[str, Any]] = {}
+
+    def _key_values(self, key: Any) -> tuple[Any, ...]:
+        return tuple(key) if self.composite else (key,)
 
     def new(self, key: Any, **values: Any) -> dict[str, Any]:
         row = dict.fromkeys(self.columns)
         row.update(values)
-        row[self.key] = key
+        row.update(zip(self.key_columns, self._key_values(key)))
         self.added[key] = row
         return row
 
@@ -100,7 +108,7 @@ class Rows:
         if row is None:
             row = self.loaded.get(key)
         if row is None:
-            found = self.t.db.execute(self._select, (key,)).fetchone()
+            found = self.t.db.execute(self._select, self._key_values(key)).fetchone()
             if found is None:
                 return None
             row = self.loaded[key] = dict(zip(self.columns, found))
@@ -111,6 +119,6 @@ class Rows:
             self.t.db.executemany(self._insert, [tuple(r[c] for c in self.columns) for r in self.added.values()])
             self.added.clear()
         if self.loaded:
-            self.t.db.executemany(self._update, [(*(r[c] for c in self._others), r[self.key])
+            self.t.db.executemany(self._update, [(*(r[c] for c in self._others), *(r[k] for k in self.key_columns))
                                                  for r in self.loaded.values()])
             self.loaded.clear()

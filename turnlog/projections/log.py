@@ -11,14 +11,30 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
+import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
 Row = tuple[int, Any, int, str, bytes]
+_IDS_CACHED = 200_000
+
+
+class _Id(UUID):
+    """A UUID that remembers its text: projections file rows under str(originator_id)."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        object.__setattr__(self, "_text", UUID.__str__(self))
+
+    def __str__(self) -> str:
+        return self._text
 
 
 class LogReader:
@@ -32,7 +48,10 @@ class LogReader:
         mapper = app.mapper
         self.fast = self.direct and not getattr(mapper, "cipher", None) and not getattr(mapper, "compressor", None)
         self.transcoder = mapper.transcoder
+        # The transcoder's own tagged-value walk, when it is turnlog's; the top level is done here.
+        self._untag = getattr(self.transcoder, "_untag", None)
         self.classes: dict[str, type | None] = {}  # None: decode with the library's mapper
+        self._ids: dict[str, UUID] = {}
 
     def head(self) -> int:
         if self.direct:
@@ -57,9 +76,9 @@ class LogReader:
         if cls is ...:
             cls = self.classes[topic] = self._fast_class(topic)
         if cls is not None:
-            data = self.transcoder.decode(state)
+            data = self._state(state)
             if "class_version" not in data:
-                data["originator_id"] = UUID(originator_id) if self.uuid_ids else originator_id
+                data["originator_id"] = self._id(originator_id) if self.uuid_ids else originator_id
                 data["originator_version"] = version
                 event = object.__new__(cls)
                 object.__setattr__(event, "__dict__", data)
@@ -68,6 +87,33 @@ class LogReader:
             originator_id = UUID(originator_id)
         stored = StoredEvent(originator_id=originator_id, originator_version=version, topic=topic, state=state)
         return self.app.mapper.to_domain_event(stored)
+
+    def _state(self, state: bytes) -> dict[str, Any]:
+        """The transcoder's decode, with the common case (tagged times at the top level) inline:
+        containers are walked only when they hold tagged values too."""
+        if self._untag is None:
+            return self.transcoder.decode(state)
+        data = orjson.loads(state)
+        tags = state.count(b'"_type_"')
+        if not tags:
+            return data
+        for name, value in data.items():
+            if type(value) is dict and value.get("_type_") == "datetime_iso" and len(value) == 2:
+                data[name] = datetime.fromisoformat(value["_data_"])
+                tags -= 1
+        if tags:
+            for name, value in data.items():
+                if type(value) is dict or type(value) is list:
+                    data[name] = self._untag(value)
+        return data
+
+    def _id(self, text: str) -> UUID:
+        found = self._ids.get(text)
+        if found is None:
+            if len(self._ids) >= _IDS_CACHED:
+                self._ids.clear()
+            found = self._ids[text] = _Id(text)
+        return found
 
     def _fast_class(self, topic: str) -> type | None:
         if not self.fast:

@@ -51,6 +51,8 @@ class RoutesProjection:
 
 
 class _RoutesWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "routes", _ROUTE_COLUMNS, "route_id")
 
@@ -139,6 +141,8 @@ class SessionsProjection:
 
 
 class _SessionsWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "sessions", _SESSION_COLUMNS, "aggregate_id")
 

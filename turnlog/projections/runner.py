@@ -18,10 +18,12 @@ and the live position set. Readers see the old tables or the new ones, never a m
 
 from __future__ import annotations
 
+import gc
 import re
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Callable, Iterable, Sequence
@@ -36,6 +38,7 @@ from .log import LogReader, Row
 BATCH = 5000
 POSITIONS_TABLE = "projection_positions"
 REBUILDS_TABLE = "projection_rebuilds"
+VERSIONS_TABLE = "projection_versions"  # a projection with a `version` is refilled when it changes
 REBUILD_SUFFIX = "__rebuild"
 
 Progress = Callable[[int, int], None]  # (events done, events to do)
@@ -126,12 +129,29 @@ class ProjectionRunner:
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {REBUILDS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
                 " started_at TEXT NOT NULL)")
+            self.db.execute(
+                f"CREATE TABLE IF NOT EXISTS {VERSIONS_TABLE} (name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+            known = dict(self.db.execute(f"SELECT name, position FROM {POSITIONS_TABLE}").fetchall())
+            versions = dict(self.db.execute(f"SELECT name, version FROM {VERSIONS_TABLE}").fetchall())
             for p in self.projections.values():
+                version = getattr(p, "version", None)
+                if version is not None and p.name in known and versions.get(p.name, 1) != version:
+                    self._reset(p)  # its tables changed shape: catch-up fills the new ones from the log
                 t = Tables(self.db)
                 p.create(t)
                 p.create_indexes(t)
                 self.db.execute(
                     f"INSERT OR IGNORE INTO {POSITIONS_TABLE} (name, position) VALUES (?, 0)", (p.name,))
+                if version is not None:
+                    self.db.execute(f"INSERT OR REPLACE INTO {VERSIONS_TABLE} (name, version) VALUES (?, ?)",
+                                    (p.name, version))
+
+    def _reset(self, p: Projection) -> None:
+        for table in p.tables:
+            self._drop(p, table)
+            self._drop(p, table + REBUILD_SUFFIX)
+        self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (p.name,))
+        self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (p.name,))
 
     def _write(self) -> "_WriteTransaction":
         return _WriteTransaction(self.db)
@@ -171,14 +191,19 @@ class ProjectionRunner:
                     self.repair(e.name, cause=e)
 
     def _catch_up(self, selected: list[str], stop: int | None) -> int:
+        with _collector_paused():
+            return self._catch_up_all(selected, stop)
+
+    def _catch_up_all(self, selected: list[str], stop: int | None) -> int:
         target = self.head() if stop is None else stop
         applied = 0
+        kept: dict[str, tuple[Any, int]] = {}
         while True:
             positions = self._live.positions()
             behind = [n for n in selected if positions.get(n, 0) < target]
             if not behind:
                 return applied
-            applied += self._pass(self._live, behind, positions, target)
+            applied += self._pass(self._live, behind, positions, target, kept=kept)
 
     def repair(self, name: str, *, cause: BaseException | None = None) -> None:
         """Rebuild a damaged projection from the log; once per runner, so damage that a rebuild
@@ -192,8 +217,16 @@ class ProjectionRunner:
             self.rebuild([name])
 
     def _pass(self, target: _Target, names: list[str], positions: dict[str, int], stop: int,
-              batch: int | None = None) -> int:
-        """Read one batch after the lowest position of `names` and apply it; returns rows read."""
+              batch: int | None = None, kept: dict[str, tuple[Any, int]] | None = None) -> int:
+        """Read one batch after the lowest position of `names` and apply it; returns rows read.
+
+        The batch is read, decoded and applied to the writers (which only buffer) before the
+        write transaction, so the file is locked only while the buffers are written. Inside the
+        transaction the positions are read again: if another process moved one meanwhile, the
+        batch is applied afresh from there. `kept` carries writers from one batch to the next of
+        the same run (their caches stay valid) while their projection is where they left it.
+        """
+        kept = {} if kept is None else kept
         limit = batch or self.batch
         start = min(positions.get(n, 0) for n in names)
         projections = [self.projections[n] for n in names]
@@ -202,35 +235,60 @@ class ProjectionRunner:
             topics = tuple(sorted({t for p in projections for t in p.topics}))
         rows = self.log.read(start, stop, limit, topics)
         reached = rows[-1][0] if len(rows) == limit else stop
-        wants = [(n, frozenset(self.projections[n].topics)) for n in names]
-        events = [self._decode_if_wanted(row, wants, positions, target) for row in rows]
-        with _WriteTransaction(target.db) as db:
-            current = target.positions()  # another process may have moved them meanwhile
-            active = [(n, w) for n, w in wants if n in current and current[n] < reached]
-            writers = {n: self.projections[n].writer(Tables(db, target.suffix)) for n, _ in active}
-            for row, event in zip(rows, events):
-                position, topic = row[0], row[3]
-                for name, topic_set in active:
-                    if position <= current[name] or position > target.stops.get(name, position):
-                        continue
-                    if topic_set and topic not in topic_set:
-                        continue
-                    if event is None:
-                        event = self.log.decode(row)
-                    _guarded(name, writers[name].apply, event, position)
+        ahead = {n: positions.get(n, 0) for n in names if positions.get(n, 0) < reached}
+        writers = self._writers(target, ahead, kept)
+        early = {n: w for n, w in writers.items() if getattr(w, "buffers", False)}
+        self._apply(rows, early, ahead, target)
+        with _WriteTransaction(target.db):
+            current = target.positions()
+            if any(current.get(n, 0) != ahead[n] for n in ahead):  # another process moved it
+                ahead = {n: current[n] for n in ahead if n in current and current[n] < reached}
+                writers = early = self._writers(target, ahead, {})
+                self._apply(rows, writers, ahead, target)
+            else:
+                self._apply(rows, {n: w for n, w in writers.items() if n not in early}, ahead, target)
+            advanced = {}
             for name, writer in writers.items():
                 _guarded(name, writer.flush)
-                target.advance(name, min(reached, target.stops.get(name, reached)))
+                advanced[name] = min(reached, target.stops.get(name, reached))
+                target.advance(name, advanced[name])
+        kept.update((name, (writers[name], position)) for name, position in advanced.items())
         return len(rows)
 
-    def _decode_if_wanted(self, row: Row, wants: list[tuple[str, frozenset[str]]], positions: dict[str, int],
-                          target: _Target) -> Any:
-        position, topic = row[0], row[3]
-        for name, topic_set in wants:
-            if position > positions.get(name, 0) and (not topic_set or topic in topic_set) and \
-                    position <= target.stops.get(name, position):
-                return self.log.decode(row)
-        return None
+    def _writers(self, target: _Target, ahead: dict[str, int], kept: dict[str, tuple[Any, int]]) -> dict[str, Any]:
+        writers = {}
+        for name, position in ahead.items():
+            writer, left_at = kept.pop(name, (None, -1))
+            writers[name] = writer if left_at == position else \
+                self.projections[name].writer(Tables(target.db, target.suffix))
+        return writers
+
+    def _apply(self, rows: list[Row], writers: dict[str, Any], after: dict[str, int], target: _Target) -> None:
+        """Apply each row to the writers whose projection reads its topic and has not seen it."""
+        if not writers:
+            return
+        plan: dict[str, list[tuple[str, int, int, Callable[[Any, int], None]]]] = {}
+        bounds = {n: (after[n], target.stops.get(n, 1 << 62)) for n in writers}
+        decode = self.log.decode
+        name = ""
+        try:
+            for row in rows:
+                position, topic = row[0], row[3]
+                todo = plan.get(topic)
+                if todo is None:
+                    todo = plan[topic] = [
+                        (n, *bounds[n], w.apply) for n, w in writers.items()
+                        if not self.projections[n].topics or topic in self.projections[n].topics]
+                event = None
+                for name, low, high, apply in todo:
+                    if low < position <= high:
+                        if event is None:
+                            event = decode(row)
+                        apply(event, position)
+        except sqlite3.DatabaseError as e:
+            if is_corruption(e):
+                raise ProjectionCorrupt(name, e) from e
+            raise
 
     # -- rebuild --------------------------------------------------------------------------
 
@@ -246,16 +304,17 @@ class ProjectionRunner:
         selected = list(names) if names is not None else list(self.projections)
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
-        with self._lock:
+        with self._lock, _collector_paused():
             report.resumed = self._start_rebuild(selected)
             first = min(self._rebuilding.positions().get(n, 0) for n in selected)
+            kept: dict[str, tuple[Any, int]] = {}
             while True:
                 head = self.head()
                 positions = self._rebuilding.positions()
                 behind = [n for n in selected if n in positions and positions[n] < head]
                 if not behind:
                     break
-                report.events += self._pass(self._rebuilding, behind, positions, head, batch)
+                report.events += self._pass(self._rebuilding, behind, positions, head, batch, kept)
                 if progress is not None:
                     progress(report.events, max(head - first, report.events))
                 if pause:
@@ -334,15 +393,30 @@ class ProjectionRunner:
             self.projections[name].create(t)
             target.memory[name] = 0
         applied = 0
-        with self._lock:
+        kept: dict[str, tuple[Any, int]] = {}
+        with self._lock, _collector_paused():
             while True:
                 behind = [n for n, stop in stops.items() if target.memory[n] < stop]
                 if not behind:
                     return applied
-                applied += self._pass(target, behind, target.positions(), max(stops[n] for n in behind))
+                applied += self._pass(target, behind, target.positions(), max(stops[n] for n in behind), kept=kept)
 
     def close(self) -> None:
         self.db.close()
+
+
+@contextmanager
+def _collector_paused() -> Any:
+    """Python's cyclic garbage collector off while batches of events are decoded and applied:
+    they make many short-lived objects and no cycles, and each collection would scan them all
+    (it doubled the cost of decoding). The collector runs again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _guarded(name: str, fn: Callable[..., None], *args: Any) -> None:

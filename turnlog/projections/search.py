@@ -4,10 +4,14 @@
 and what a search filters on: session, routing key, platform, role and time. Its rowid is the
 message event's log position, so a rebuild gives every row the same id again.
 
-`search_fts` (unicode61: words, ranked by bm25) and `search_fts_trigram` (trigram: substrings,
-for Chinese, Japanese and Korean text that has no spaces between words) index it as external
-content tables. Their `content=` names the live table even while a rebuild fills fresh copies,
-so the copies are correct the moment they are renamed into place.
+`search_fts` (unicode61: words, ranked by bm25) indexes the whole text; `search_fts_trigram`
+(trigram: substrings, for Chinese, Japanese and Korean, which have no spaces between words)
+indexes only the CJK runs of it (column `cjk`). Hermes indexes everything twice; a trigram
+index costs a token per character, so indexing only the text it is used for makes it (and each
+message's indexing) several times cheaper, and a query it cannot answer (a term mixing scripts)
+falls back to a substring scan, which finds the same messages. Both are external content tables
+whose `content=` names the live table even while a rebuild fills fresh copies, so the copies are
+correct the moment they are renamed into place.
 
 The routing key and platform of a message come from its session's SessionCreated (and
 SessionReopened) events, which this projection reads itself into `search_sessions`: it never
@@ -22,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ..domain.fts_query import cjk_runs
 from .base import Tables, topic_of
 
 CREATED = "turnlog:SessionCreated"
@@ -49,6 +54,7 @@ def utc_text(moment: Any) -> str:
 
 class SearchProjection:
     name = "search"
+    version = 2  # 2: the trigram index holds only CJK runs (column cjk)
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
     topics = (CREATED, REOPENED, APPENDED)
 
@@ -69,13 +75,14 @@ class SearchProjection:
                 session_key TEXT,
                 platform TEXT,
                 at TEXT NOT NULL,
-                text TEXT NOT NULL)"""
+                text TEXT NOT NULL,
+                cjk TEXT NOT NULL)"""
         )
         # content= names the live table on purpose: see the module docstring.
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts} USING fts5("
                   "text, content='search_messages', content_rowid='id')")
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts_trigram} USING fts5("
-                  "text, content='search_messages', content_rowid='id', tokenize='trigram')")
+                  "cjk, content='search_messages', content_rowid='id', tokenize='trigram')")
 
     def create_indexes(self, t: Tables) -> None:
         t.execute("CREATE INDEX IF NOT EXISTS search_messages_by_session ON {search_messages} (session_id, id)")
@@ -88,13 +95,13 @@ class SearchProjection:
         """Problems in the live indexes (empty when sound): FTS5's own integrity check, and
         whether each index holds exactly the messages of the table it indexes."""
         problems = []
-        for table in FTS_TABLES:
+        for table, which in (("search_fts", ""), ("search_fts_trigram", " WHERE cjk != ''")):
             try:
                 db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
-                unindexed = db.execute(f"SELECT count(*) FROM (SELECT id FROM search_messages EXCEPT"
+                unindexed = db.execute(f"SELECT count(*) FROM (SELECT id FROM search_messages{which} EXCEPT"
                                        f" SELECT id FROM {table}_docsize)").fetchone()[0]
                 stale = db.execute(f"SELECT count(*) FROM (SELECT id FROM {table}_docsize EXCEPT"
-                                   f" SELECT id FROM search_messages)").fetchone()[0]
+                                   f" SELECT id FROM search_messages{which})").fetchone()[0]
             except sqlite3.DatabaseError as e:
                 problems.append(f"{table}: {e}")
                 continue
@@ -115,29 +122,37 @@ class SearchProjection:
 
 
 class _SearchWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
     def __init__(self, t: Tables) -> None:
         self.t = t
         self.sessions: dict[str, tuple[str | None, str | None]] = {}  # session_id -> (key, platform)
+        self.new_sessions: list[tuple[Any, ...]] = []
+        self.rekeyed: list[tuple[str, str]] = []  # (session_key, aggregate_id), in order
         self.rows: list[tuple[Any, ...]] = []
         self.texts: list[tuple[int, str]] = []
+        self.cjk: list[tuple[int, str]] = []
 
     def apply(self, e: Any, position: int) -> None:
         topic = topic_of(e)
         if topic == APPENDED:
             key, platform = self._session(e.session_id)
             text = searchable_text(e)
+            cjk = cjk_runs(text)
             self.rows.append((position, e.session_id, e.originator_version, e.role, key, platform,
-                              utc_text(e.timestamp), text))
+                              utc_text(e.timestamp), text, cjk))
             self.texts.append((position, text))
+            if cjk:
+                self.cjk.append((position, cjk))
         elif topic == CREATED:
             platform = (e.origin or {}).get("platform")
-            self.t.execute("INSERT INTO {search_sessions} VALUES (?,?,?,?)",
-                           (e.session_id, str(e.originator_id), e.session_key, platform))
+            self.new_sessions.append((e.session_id, str(e.originator_id), e.session_key, platform))
             self.sessions[e.session_id] = (e.session_key, platform)
         else:  # SessionReopened: later messages are filed under the key it now serves
-            self.t.execute("UPDATE {search_sessions} SET session_key=? WHERE aggregate_id=?",
-                           (e.session_key, str(e.originator_id)))
-            self.sessions.clear()
+            self.rekeyed.append((e.session_key, str(e.originator_id)))
+            session_id = self._session_id(str(e.originator_id))
+            if session_id is not None:
+                self.sessions[session_id] = (e.session_key, self._session(session_id)[1])
 
     def _session(self, session_id: str) -> tuple[str | None, str | None]:
         found = self.sessions.get(session_id)
@@ -147,10 +162,23 @@ class _SearchWriter:
             found = self.sessions[session_id] = (row[0], row[1]) if row else (None, None)
         return found
 
+    def _session_id(self, aggregate_id: str) -> str | None:
+        for row in self.new_sessions:
+            if row[1] == aggregate_id:
+                return row[0]
+        found = self.t.execute("SELECT session_id FROM {search_sessions} WHERE aggregate_id=?",
+                               (aggregate_id,)).fetchone()
+        return found[0] if found else None
+
     def flush(self) -> None:
+        if self.new_sessions:
+            self.t.executemany("INSERT INTO {search_sessions} VALUES (?,?,?,?)", self.new_sessions)
+        if self.rekeyed:
+            self.t.executemany("UPDATE {search_sessions} SET session_key=? WHERE aggregate_id=?", self.rekeyed)
+        self.new_sessions, self.rekeyed = [], []
         if not self.rows:
             return
-        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?)", self.rows)
+        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?)", self.rows)
         self.t.executemany("INSERT INTO {search_fts} (rowid, text) VALUES (?,?)", self.texts)
-        self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, text) VALUES (?,?)", self.texts)
-        self.rows, self.texts = [], []
+        self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)", self.cjk)
+        self.rows, self.texts, self.cjk = [], [], []

@@ -2,8 +2,9 @@
 
 - Words (no Chinese, Japanese or Korean letters): the unicode61 index, ranked by bm25.
 - CJK text, every term 3 characters or more: the trigram index (substring match), bm25.
-- CJK text with a 1- or 2-character term, which no trigram can hold: a LIKE scan of the
-  projection's own message table, newest first (spec §10; a correct answer, only slower).
+- CJK text with a 1- or 2-character term, which no trigram can hold, or a term that mixes CJK
+  with other text (the trigram index holds only CJK runs): a LIKE scan of the projection's own
+  message table, newest first (spec §10; the same messages, only slower).
 
 Ranking is bm25 over the RANK_WINDOW newest matches (after filters): FTS5 computes bm25 for
 every row it ranks, which costs about 2 µs a row, so ranking all 40,000 messages that contain a
@@ -111,14 +112,20 @@ def search(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: int
     if not plan.cjk:
         return _ranked(db, "search_fts", plan.fts, filters, limit, "words")
     if plan.trigram_ok:
-        return _ranked(db, "search_fts_trigram", plan.trigram_fts(), filters, limit, "substring")
+        hits = _ranked(db, "search_fts_trigram", plan.trigram_fts(), filters, limit, "substring", snippets=False)
+        texts = _texts(db, [h["position"] for h in hits])
+        positive = [t for t in plan.terms if not t.negated]
+        return [{**h, "snippet": _snippet(texts.get(h["position"], ""), positive)} for h in hits]
     return _scanned(db, plan, filters, limit)
 
 
 def _ranked(db: sqlite3.Connection, table: str, expr: str, filters: Filters, limit: int,
-            match: str) -> list[dict[str, Any]]:
+            match: str, snippets: bool = True) -> list[dict[str, Any]]:
+    """`snippets=False`: the trigram index holds only CJK runs, so its snippets would too; the
+    caller makes them from the whole text."""
     where, params = filters.sql()
-    snippet = f"snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '{ELLIPSIS}', {SNIPPET_TOKENS})"
+    snippet = f"snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '{ELLIPSIS}', {SNIPPET_TOKENS})" \
+        if snippets else "''"
     if not where:
         row = db.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
                          (expr, RANK_WINDOW - 1)).fetchone()
@@ -137,7 +144,7 @@ def _ranked(db: sqlite3.Connection, table: str, expr: str, filters: Filters, lim
         hits = []
         for rowid, score in scored:
             text = db.execute(f"SELECT {snippet} FROM {table} WHERE {table} MATCH ? AND rowid = ?",
-                              (expr, rowid)).fetchone()
+                              (expr, rowid)).fetchone() if snippets else ("",)
             hits.append((rowid, score, text[0] if text else ""))
     meta = _metadata(db, [h[0] for h in hits])
     out = []
@@ -172,6 +179,13 @@ def _metadata(db: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Any
     marks = ",".join("?" * len(ids))
     rows = db.execute(f"SELECT {_COLUMNS} FROM search_messages m WHERE m.id IN ({marks})", ids).fetchall()
     return {r[0]: _row_dict(r) for r in rows}
+
+
+def _texts(db: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return dict(db.execute(f"SELECT id, text FROM search_messages WHERE id IN ({marks})", ids).fetchall())
 
 
 def _row_dict(r: tuple[Any, ...]) -> dict[str, Any]:

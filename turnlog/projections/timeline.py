@@ -66,6 +66,8 @@ class TimelineProjection:
 class _TimelineWriter:
     """Rows are buffered and inserted with one executemany; a stream's filing is read at most once."""
 
+    buffers = True  # apply() only reads; it writes in flush()
+
     def __init__(self, t: Tables) -> None:
         self.t = t
         self.streams: dict[str, tuple[Any, Any, Any]] = {}

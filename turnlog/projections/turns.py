@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
-from .base import topic_of
+from .base import Rows, Tables, topic_of
 
 
 def _iso(event: Any) -> str:
@@ -19,9 +18,9 @@ class MessagesProjection:
     tables = ("messages",)
     topics = ("turnlog:MessageAppended",)
 
-    def create(self, db: sqlite3.Connection) -> None:
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS messages (
+    def create(self, t: Tables) -> None:
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {messages} (
                 session_id TEXT NOT NULL,
                 seq INTEGER NOT NULL,
                 role TEXT NOT NULL,
@@ -41,25 +40,56 @@ class MessagesProjection:
                 PRIMARY KEY (session_id, seq))"""
         )
 
-    def apply(self, db: sqlite3.Connection, e: Any, position: int) -> None:
-        db.execute(
-            "INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    def create_indexes(self, t: Tables) -> None:
+        pass
+
+    def writer(self, t: Tables) -> "_MessagesWriter":
+        return _MessagesWriter(t)
+
+
+class _MessagesWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
+    def __init__(self, t: Tables) -> None:
+        self.t = t
+        self.rows: list[tuple[Any, ...]] = []
+
+    def apply(self, e: Any, position: int) -> None:
+        self.rows.append(
             (e.session_id, e.originator_version, e.role, e.content,
              None if e.tool_calls is None else orjson.dumps(e.tool_calls).decode(), e.tool_call_id, e.name,
              e.token_count, e.finish_reason, e.platform_message_id, e.epoch, e.turn_id, e.actor, e.cause, _iso(e),
-             position),
-        )
+             position))
+
+    def flush(self) -> None:
+        if self.rows:
+            self.t.executemany("INSERT INTO {messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.rows)
+            self.rows = []
+
+
+_DELIVERY_COLUMNS = ("delivery_id", "session_id", "seq", "session_key", "platform", "chat_id", "thread_id", "content",
+                     "state", "attempts", "owner", "recovered", "last_error", "created_at", "updated_at", "position")
+
+_DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
+    "turnlog:DeliveryAttempting": lambda row, e: row.update(
+        state="attempting", attempts=e.attempt, owner=e.owner, recovered=int(e.recovered)),
+    "turnlog:DeliveryDelivered": lambda row, e: row.update(state="delivered"),
+    "turnlog:DeliveryFailed": lambda row, e: row.update(state="failed", last_error=e.error),
+    "turnlog:DeliveryMarkedUnsure": lambda row, e: row.update(
+        state="failed", last_error="recovered after an unclean restart"),
+    "turnlog:DeliveryAbandoned": lambda row, e: row.update(
+        state="abandoned", last_error=row["last_error"] if row["last_error"] is not None else e.reason),
+}
 
 
 class LedgerProjection:
     name = "ledger"
     tables = ("deliveries",)
-    topics = ("turnlog:DeliveryRecorded", "turnlog:DeliveryAttempting", "turnlog:DeliveryDelivered",
-              "turnlog:DeliveryFailed", "turnlog:DeliveryMarkedUnsure", "turnlog:DeliveryAbandoned")
+    topics = ("turnlog:DeliveryRecorded", *_DELIVERY_CHANGES)
 
-    def create(self, db: sqlite3.Connection) -> None:
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS deliveries (
+    def create(self, t: Tables) -> None:
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {deliveries} (
                 delivery_id TEXT PRIMARY KEY,
                 session_id TEXT NOT NULL,
                 seq INTEGER NOT NULL,
@@ -77,34 +107,40 @@ class LedgerProjection:
                 updated_at TEXT NOT NULL,
                 position INTEGER NOT NULL)"""
         )
-        db.execute("CREATE INDEX IF NOT EXISTS deliveries_by_state ON deliveries (state, created_at)")
 
-    def apply(self, db: sqlite3.Connection, e: Any, position: int) -> None:
+    def create_indexes(self, t: Tables) -> None:
+        t.execute("CREATE INDEX IF NOT EXISTS deliveries_by_state ON {deliveries} (state, created_at)")
+
+    def writer(self, t: Tables) -> "_LedgerWriter":
+        return _LedgerWriter(t)
+
+
+class _LedgerWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
+    def __init__(self, t: Tables) -> None:
+        self.rows = Rows(t, "deliveries", _DELIVERY_COLUMNS, "delivery_id")
+
+    def apply(self, e: Any, position: int) -> None:
         topic = topic_of(e)
         ident = str(e.originator_id)
+        at = _iso(e)
         if topic == "turnlog:DeliveryRecorded":
-            db.execute(
-                "INSERT INTO deliveries (delivery_id, session_id, seq, session_key, platform, chat_id, thread_id,"
-                " content, state, attempts, created_at, updated_at, position) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (ident, e.session_id, e.seq, e.session_key, e.platform, e.chat_id, e.thread_id, e.content,
-                 "pending", 0, _iso(e), _iso(e), position),
-            )
-        elif topic == "turnlog:DeliveryAttempting":
-            db.execute("UPDATE deliveries SET state='attempting', attempts=?, owner=?, recovered=?, updated_at=?,"
-                       " position=? WHERE delivery_id=?",
-                       (e.attempt, e.owner, int(e.recovered), _iso(e), position, ident))
-        elif topic == "turnlog:DeliveryDelivered":
-            db.execute("UPDATE deliveries SET state='delivered', updated_at=?, position=? WHERE delivery_id=?",
-                       (_iso(e), position, ident))
-        elif topic == "turnlog:DeliveryFailed":
-            db.execute("UPDATE deliveries SET state='failed', last_error=?, updated_at=?, position=?"
-                       " WHERE delivery_id=?", (e.error, _iso(e), position, ident))
-        elif topic == "turnlog:DeliveryMarkedUnsure":
-            db.execute("UPDATE deliveries SET state='failed', last_error='recovered after an unclean restart',"
-                       " updated_at=?, position=? WHERE delivery_id=?", (_iso(e), position, ident))
-        else:
-            db.execute("UPDATE deliveries SET state='abandoned', last_error=coalesce(last_error, ?), updated_at=?,"
-                       " position=? WHERE delivery_id=?", (e.reason, _iso(e), position, ident))
+            self.rows.new(ident, session_id=e.session_id, seq=e.seq, session_key=e.session_key, platform=e.platform,
+                          chat_id=e.chat_id, thread_id=e.thread_id, content=e.content, state="pending", attempts=0,
+                          recovered=0, created_at=at, updated_at=at, position=position)
+            return
+        row = self.rows.get(ident)
+        if row is not None:
+            _DELIVERY_CHANGES[topic](row, e)
+            row.update(updated_at=at, position=position)
+
+    def flush(self) -> None:
+        self.rows.flush()
+
+
+_ITEM_COLUMNS = ("inbox_id", "item_id", "session_key", "kind", "text", "message_ids", "state", "session_id", "turn_id",
+                 "outcome", "accepted_at", "updated_at", "position")
 
 
 class QueueProjection:
@@ -113,10 +149,10 @@ class QueueProjection:
     topics = ("turnlog:InboxOpened", "turnlog:InboundAccepted", "turnlog:InboundStarted",
               "turnlog:InboundCompleted", "turnlog:InboundDropped", "turnlog:InboundRejected")
 
-    def create(self, db: sqlite3.Connection) -> None:
-        db.execute("CREATE TABLE IF NOT EXISTS inboxes (inbox_id TEXT PRIMARY KEY, route_id TEXT, session_key TEXT)")
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS queue_items (
+    def create(self, t: Tables) -> None:
+        t.execute("CREATE TABLE IF NOT EXISTS {inboxes} (inbox_id TEXT PRIMARY KEY, route_id TEXT, session_key TEXT)")
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {queue_items} (
                 inbox_id TEXT NOT NULL,
                 item_id TEXT NOT NULL,
                 session_key TEXT NOT NULL,
@@ -132,51 +168,86 @@ class QueueProjection:
                 position INTEGER NOT NULL,
                 PRIMARY KEY (inbox_id, item_id))"""
         )
-        db.execute("CREATE INDEX IF NOT EXISTS queue_by_key ON queue_items (session_key, state)")
 
-    def apply(self, db: sqlite3.Connection, e: Any, position: int) -> None:
+    def create_indexes(self, t: Tables) -> None:
+        t.execute("CREATE INDEX IF NOT EXISTS queue_by_key ON {queue_items} (session_key, state)")
+
+    def writer(self, t: Tables) -> "_QueueWriter":
+        return _QueueWriter(t)
+
+
+class _QueueWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
+    def __init__(self, t: Tables) -> None:
+        self.inboxes = Rows(t, "inboxes", ("inbox_id", "route_id", "session_key"), "inbox_id")
+        self.items = Rows(t, "queue_items", _ITEM_COLUMNS, ("inbox_id", "item_id"))
+
+    def apply(self, e: Any, position: int) -> None:
         topic = topic_of(e)
         inbox = str(e.originator_id)
+        at = _iso(e)
         if topic == "turnlog:InboxOpened":
-            db.execute("INSERT INTO inboxes VALUES (?,?,?)", (inbox, e.route_id, e.session_key))
+            self.inboxes.new(inbox, route_id=e.route_id, session_key=e.session_key)
         elif topic == "turnlog:InboundAccepted":
             if e.merged_into is None:
-                key = db.execute("SELECT session_key FROM inboxes WHERE inbox_id=?", (inbox,)).fetchone()[0]
-                db.execute(
-                    "INSERT INTO queue_items (inbox_id, item_id, session_key, kind, text, message_ids, state,"
-                    " accepted_at, updated_at, position) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (inbox, e.item_id, key, e.kind, e.text, orjson.dumps([e.message_id]).decode(), "pending",
-                     _iso(e), _iso(e), position))
+                key = self.inboxes.get(inbox)["session_key"]  # type: ignore[index]
+                self.items.new((inbox, e.item_id), session_key=key, kind=e.kind, text=e.text,
+                               message_ids=orjson.dumps([e.message_id]).decode(), state="pending", accepted_at=at,
+                               updated_at=at, position=position)
             else:
-                row = db.execute("SELECT text, message_ids FROM queue_items WHERE inbox_id=? AND item_id=?",
-                                 (inbox, e.merged_into)).fetchone()
-                ids = orjson.loads(row[1]) + [e.message_id]
-                db.execute("UPDATE queue_items SET text=?, message_ids=?, updated_at=?, position=?"
-                           " WHERE inbox_id=? AND item_id=?",
-                           (row[0] + "\n" + e.text, orjson.dumps(ids).decode(), _iso(e), position, inbox,
-                            e.merged_into))
+                row = self.items.get((inbox, e.merged_into))
+                if row is not None:
+                    ids = orjson.loads(row["message_ids"]) + [e.message_id]
+                    row.update(text=row["text"] + "\n" + e.text, message_ids=orjson.dumps(ids).decode(),
+                               updated_at=at, position=position)
         elif topic == "turnlog:InboundStarted":
-            db.execute("UPDATE queue_items SET state='started', session_id=?, turn_id=?, updated_at=?, position=?"
-                       " WHERE inbox_id=? AND item_id=?",
-                       (e.session_id, e.turn_id, _iso(e), position, inbox, e.item_id))
+            self._change(inbox, e.item_id, at, position, state="started", session_id=e.session_id, turn_id=e.turn_id)
         elif topic == "turnlog:InboundCompleted":
-            db.execute("UPDATE queue_items SET state='completed', outcome=?, updated_at=?, position=?"
-                       " WHERE inbox_id=? AND item_id=?", (e.outcome, _iso(e), position, inbox, e.item_id))
+            self._change(inbox, e.item_id, at, position, state="completed", outcome=e.outcome)
         elif topic == "turnlog:InboundDropped":
             for item_id in e.item_ids:
-                db.execute("UPDATE queue_items SET state='dropped', outcome=?, updated_at=?, position=?"
-                           " WHERE inbox_id=? AND item_id=?", (e.reason, _iso(e), position, inbox, item_id))
+                self._change(inbox, item_id, at, position, state="dropped", outcome=e.reason)
+
+    def _change(self, inbox: str, item_id: str, at: str, position: int, **values: Any) -> None:
+        row = self.items.get((inbox, item_id))
+        if row is not None:
+            row.update(values, updated_at=at, position=position)
+
+    def flush(self) -> None:
+        self.inboxes.flush()
+        self.items.flush()
+
+
+_LEASE_COLUMNS = ("lease_id", "session_id", "epoch", "owner", "owner_key", "turn_id", "acquired_at", "expires_at",
+                  "last_seq", "last_outcome", "position")
+
+
+def _lease_ended(row: dict[str, Any], e: Any) -> None:
+    outcome = getattr(e, "outcome", None) or getattr(e, "reason", None) or "moved"
+    row.update(owner=None, turn_id=None, expires_at=None, last_outcome=outcome)
+
+
+_LEASE_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
+    "turnlog:LeaseAcquired": lambda row, e: row.update(
+        epoch=e.epoch, owner=e.owner, owner_key=e.owner_key, turn_id=e.turn_id, acquired_at=_iso(e),
+        expires_at=e.expires_at.isoformat()),
+    "turnlog:LeaseSeeded": lambda row, e: row.update(last_seq=e.last_seq),
+    "turnlog:LeaseRenewed": lambda row, e: row.update(expires_at=e.expires_at.isoformat(), last_seq=e.last_seq),
+    "turnlog:LeaseReleased": _lease_ended,
+    "turnlog:LeaseRevoked": _lease_ended,
+    "turnlog:LeaseMoved": _lease_ended,
+}
 
 
 class LeasesProjection:
     name = "leases"
     tables = ("leases",)
-    topics = ("turnlog:LeaseOpened", "turnlog:LeaseAcquired", "turnlog:LeaseRenewed", "turnlog:LeaseReleased",
-              "turnlog:LeaseRevoked", "turnlog:LeaseMoved", "turnlog:LeaseSeeded")
+    topics = ("turnlog:LeaseOpened", *_LEASE_CHANGES)
 
-    def create(self, db: sqlite3.Connection) -> None:
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS leases (
+    def create(self, t: Tables) -> None:
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {leases} (
                 lease_id TEXT PRIMARY KEY,
                 session_id TEXT NOT NULL,
                 epoch INTEGER NOT NULL,
@@ -189,25 +260,30 @@ class LeasesProjection:
                 last_outcome TEXT,
                 position INTEGER NOT NULL)"""
         )
-        db.execute("CREATE INDEX IF NOT EXISTS leases_by_session ON leases (session_id)")
 
-    def apply(self, db: sqlite3.Connection, e: Any, position: int) -> None:
+    def create_indexes(self, t: Tables) -> None:
+        t.execute("CREATE INDEX IF NOT EXISTS leases_by_session ON {leases} (session_id)")
+
+    def writer(self, t: Tables) -> "_LeasesWriter":
+        return _LeasesWriter(t)
+
+
+class _LeasesWriter:
+    buffers = True  # apply() only reads; it writes in flush()
+
+    def __init__(self, t: Tables) -> None:
+        self.rows = Rows(t, "leases", _LEASE_COLUMNS, "lease_id")
+
+    def apply(self, e: Any, position: int) -> None:
         topic = topic_of(e)
         ident = str(e.originator_id)
         if topic == "turnlog:LeaseOpened":
-            db.execute("INSERT INTO leases (lease_id, session_id, epoch, last_seq, position) VALUES (?,?,0,0,?)",
-                       (ident, e.session_id, position))
-        elif topic == "turnlog:LeaseAcquired":
-            db.execute("UPDATE leases SET epoch=?, owner=?, owner_key=?, turn_id=?, acquired_at=?, expires_at=?,"
-                       " position=? WHERE lease_id=?",
-                       (e.epoch, e.owner, e.owner_key, e.turn_id, _iso(e), e.expires_at.isoformat(), position,
-                        ident))
-        elif topic == "turnlog:LeaseSeeded":
-            db.execute("UPDATE leases SET last_seq=?, position=? WHERE lease_id=?", (e.last_seq, position, ident))
-        elif topic == "turnlog:LeaseRenewed":
-            db.execute("UPDATE leases SET expires_at=?, last_seq=?, position=? WHERE lease_id=?",
-                       (e.expires_at.isoformat(), e.last_seq, position, ident))
-        else:
-            outcome = getattr(e, "outcome", None) or getattr(e, "reason", None) or "moved"
-            db.execute("UPDATE leases SET owner=NULL, turn_id=NULL, expires_at=NULL, last_outcome=?, position=?"
-                       " WHERE lease_id=?", (outcome, position, ident))
+            self.rows.new(ident, session_id=e.session_id, epoch=0, last_seq=0, position=position)
+            return
+        row = self.rows.get(ident)
+        if row is not None:
+            _LEASE_CHANGES[topic](row, e)
+            row["position"] = position
+
+    def flush(self) -> None:
+        self.rows.flush()
