@@ -58,6 +58,8 @@ class TimelineProjection:
         t.execute("CREATE INDEX IF NOT EXISTS timeline_by_session ON {timeline} (session_id, position)")
         t.execute("CREATE INDEX IF NOT EXISTS timeline_by_route ON {timeline} (route_id, position)")
         t.execute("CREATE INDEX IF NOT EXISTS timeline_by_key ON {timeline} (session_key, position)")
+        # A stream's version as of a position (time travel: `at`, `diff`, `fork`) is one range read.
+        t.execute("CREATE INDEX IF NOT EXISTS timeline_by_stream ON {timeline} (stream, position)")
 
     def writer(self, t: Tables) -> "_TimelineWriter":
         return _TimelineWriter(t)
