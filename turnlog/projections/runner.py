@@ -298,9 +298,10 @@ class ProjectionRunner:
         return self.run_rebuild(names, progress=progress, pause=pause, batch=batch).events
 
     def run_rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
-                    pause: float = 0.0, batch: int | None = None) -> RebuildReport:
+                    pause: float = 0.0, batch: int | None = None, swap: bool = True) -> RebuildReport:
         """`batch` events per transaction (default BATCH) and `pause` seconds between batches let
-        a live gateway's writes through a long rebuild."""
+        a live gateway's writes through a long rebuild. `swap=False` only fills the fresh tables
+        (a worker of a parallel rebuild; the next run_rebuild resumes and swaps)."""
         selected = list(names) if names is not None else list(self.projections)
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
@@ -319,9 +320,14 @@ class ProjectionRunner:
                     progress(report.events, max(head - first, report.events))
                 if pause:
                     time.sleep(pause)
-            report.head = self._swap(selected)
+            report.head = self._swap(selected) if swap else head
         report.seconds = time.perf_counter() - started
         return report
+
+    def start_rebuild(self, names: Iterable[str]) -> dict[str, int]:
+        """Create the fresh tables (or find a killed rebuild's); returns the resumed positions."""
+        with self._lock:
+            return self._start_rebuild(list(names))
 
     def _start_rebuild(self, selected: list[str]) -> dict[str, int]:
         """Create the fresh tables of each projection, or find those a killed rebuild left."""

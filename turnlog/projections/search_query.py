@@ -130,7 +130,9 @@ def _ranked(db: sqlite3.Connection, table: str, expr: str, filters: Filters, lim
         row = db.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
                          (expr, RANK_WINDOW - 1)).fetchone()
         lowest = row[0] if row else 0
-        hits = db.execute(f"SELECT rowid, bm25({table}), {snippet} FROM {table} WHERE {table} MATCH ?"
+        # `rank` (not a second bm25() call) reuses the sort's scores: bm25 first counts every row
+        # holding each phrase, which costs as much as the ranking itself.
+        hits = db.execute(f"SELECT rowid, rank, {snippet} FROM {table} WHERE {table} MATCH ?"
                           f" AND rowid >= ? ORDER BY rank LIMIT ?", (expr, lowest, limit)).fetchall()
     else:
         # The filters are on the message table; CROSS JOIN keeps the index outermost, so FTS5
