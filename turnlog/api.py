@@ -40,7 +40,7 @@ from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, MessagesProjection, QueueProjection
 from .projections.search import SearchProjection
-from .projections import parallel as _parallel, search_query, verify as _verify
+from .projections import search_query, verify as _verify
 
 DEFAULT_DB = "turnlog.db"
 
@@ -510,25 +510,15 @@ class Turnlog:
 
     def rebuild_projections(self, names: Iterable[str] | None = None, *,
                             progress: Callable[[int, int], None] | None = None,
-                            pause: float = 0.0, batch: int | None = None, jobs: int = 1) -> dict[str, Any]:
+                            pause: float = 0.0, batch: int | None = None) -> dict[str, Any]:
         """Rebuild read models from the log into fresh tables and swap them in; resumes a rebuild
         that was killed. `progress(done, total)` is called after each batch; `batch` events per
-        transaction and `pause` seconds between batches let a live gateway's writes through;
-        `jobs` > 1 splits the projections over that many worker processes (SQLite logs only).
+        transaction and `pause` seconds between batches let a live gateway's writes through.
         Returns counts and seconds."""
         if batch is not None and (not isinstance(batch, int) or batch < 1):
             raise InvalidRequest(f"batch must be a positive number of events, not {batch!r}")
-        if not isinstance(jobs, int) or jobs < 1:
-            raise InvalidRequest(f"jobs must be a positive number of processes, not {jobs!r}")
         selected = self._projection_names(names)
-        if jobs > 1 and self.location.kind == "sqlite":
-            db = self.location.env["SQLITE_DBNAME"]
-            views = None if self.location.views_path == db else self.location.views_path
-            report = _parallel.rebuild(self.projections, db, views, selected or list(self.projections.projections),
-                                       jobs, progress=progress, pause=pause, batch=batch)
-        else:
-            report = self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch)
-        return {**report.to_dict(), "jobs": jobs if self.location.kind == "sqlite" else 1}
+        return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch).to_dict()
 
     def projection_status(self) -> list[dict[str, Any]]:
         """Each read model's position, the log's head, and the position of an unfinished rebuild."""

@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from .cli import echo_json, echo_table, engine, main
-from .projections.parallel import worker_count
 
 SNIPPET_WIDTH = 100
 
@@ -46,16 +45,14 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Worker processes, each rebuilding a share of the projections (default 1).")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Events per write transaction (default 5000).")
 @click.option("--pause", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Milliseconds to wait between batches, to let a live gateway's writes through.")
 @click.option("--json", "as_json", is_flag=True, help="Print counts and seconds as JSON (no progress bar).")
 @click.pass_context
-def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, jobs: int | None, batch: int | None,
-            pause: float, as_json: bool) -> None:
+def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int | None, pause: float,
+            as_json: bool) -> None:
     """Rebuild read models from the log into fresh tables, then swap them in.
 
     NAMES are projections (routes, sessions, timeline, messages, ledger, queue, leases, search,
@@ -78,7 +75,7 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, jobs: int | 
             bar.update(max(0, done - bar.pos), f"{rate:,.0f} events/s")
 
         report = t.rebuild_projections(None if all_ else list(names), progress=progress, pause=pause / 1000,
-                                         batch=batch, jobs=worker_count(jobs))
+                                         batch=batch)
     if as_json:
         echo_json(report)
         return

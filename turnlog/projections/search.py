@@ -55,7 +55,6 @@ def utc_text(moment: Any) -> str:
 class SearchProjection:
     name = "search"
     version = 2  # 2: the trigram index holds only CJK runs (column cjk)
-    weight = 3  # relative work in a rebuild (full-text indexing)
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
     topics = (CREATED, REOPENED, APPENDED)
 

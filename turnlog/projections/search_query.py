@@ -7,9 +7,12 @@
   message table, newest first (spec §10; the same messages, only slower).
 
 Ranking is bm25 over the RANK_WINDOW newest matches (after filters): FTS5 computes bm25 for
-every row it ranks, which costs about 2 µs a row, so ranking all 40,000 messages that contain a
-common word would take 80 ms. The scores are FTS5's own (idf over the whole index); only the
-candidates are bounded. A query with fewer matches than the window is ranked exactly.
+every row it ranks, which costs 2-5 µs a row, so ranking all 40,000 messages that contain a
+common word would take 80-200 ms. The scores are FTS5's own (idf over the whole index); only
+the candidates are bounded, to the most recent ones, which is also what a conversation search
+favours. A query with fewer matches than the window is ranked exactly. (bm25 also counts every
+row holding each phrase once per query, for its idf: that, not the window, is the floor of a
+query's cost.)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .runner import ProjectionRunner, is_corruption
 from .search import utc_text
 
 MAX_LIMIT = 1000
-RANK_WINDOW = 1000
+RANK_WINDOW = 500
 SNIPPET_TOKENS = 16
 MARK_OPEN, MARK_CLOSE, ELLIPSIS = ">>>", "<<<", "…"
 SNIPPET_CHARS = 60  # either side of a substring match

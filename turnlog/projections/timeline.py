@@ -33,7 +33,6 @@ class TimelineProjection:
     name = "timeline"
     tables = ("timeline", "timeline_streams")
     topics: tuple[str, ...] = ()  # every event
-    weight = 5  # relative work in a rebuild (parallel rebuilds balance groups by it)
 
     def create(self, t: Tables) -> None:
         t.execute(
