@@ -193,3 +193,32 @@ def test_restoring_the_original_bytes_verifies_clean_again(db):
     assert verify(db) == [ChainBreak(position, "edited")]
     set_state(db, position, original)
     assert verify(db) == []
+
+
+def test_verify_chain_cli_names_an_edited_event_and_passes_when_untouched(tmp_path):
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+    from turnlog.cli import main
+
+    db = str(tmp_path / "chain.db")
+    with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
+        source = SessionSource(platform="telegram", chat_type="dm", chat_id="1", user_id="1")
+        for n in range(3):
+            source.message_id = f"m{n}"
+            t.handle_message(source, f"q{n}", lambda history, item: "a", lambda text: None)
+        t.seal()
+    runner = CliRunner()
+    clean = runner.invoke(main, ["--db", db, "verify", "--chain"])
+    assert clean.exit_code == 0 and "chain: ok" in clean.output
+
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE stored_events SET state=? WHERE rowid=?", (b'{"tampered":true}', 7))
+    conn.commit()
+    conn.close()
+    broken = runner.invoke(main, ["--db", db, "verify", "--chain", "--json"])
+    assert broken.exit_code == 1
+    assert '"position": 7' in broken.output and '"edited"' in broken.output
+    assert "Traceback" not in broken.output
