@@ -355,15 +355,18 @@ class Turnlog:
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
     def catch_up(self) -> int:
-        applied = self.projections.catch_up()
-        self.chain.seal()
-        return applied
+        # One read-model connection serves every thread of this instance: one user at a time.
+        with self.projections.lock:
+            applied = self.projections.catch_up()
+            self.chain.seal()
+            return applied
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        self.catch_up()
-        cursor = self.projections.db.execute(sql, tuple(params))
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        with self.projections.lock:
+            self.catch_up()
+            cursor = self.projections.db.execute(sql, tuple(params))
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     def routes(self) -> list[dict[str, Any]]:
         rows = self._query("SELECT route_id, session_key, session_id, platform, chat_type, origin, created_at,"
