@@ -401,10 +401,10 @@ class Turnlog:
         filters, params = "", []
         if since is not None:
             filters += " AND position >= ?"
-            params.append(self._moment(since, after=True))
+            params.append(parse_moment(self, since, after=True))
         if until is not None:
             filters += " AND position <= ?"
-            params.append(self._moment(until))
+            params.append(parse_moment(self, until))
         names = list(types or [])
         if names:
             filters += f" AND event IN ({','.join('?' * len(names))})"
@@ -424,22 +424,6 @@ class Turnlog:
             data = orjson.loads(r["data"])
             out.append(HistoryEntry(**{**r, "data": data}, summary=summarize(r["event"], data)))
         return out
-
-    def _moment(self, when: str | int, *, after: bool = False) -> int:
-        """A log position for `#N` or an ISO time; `after` picks the first position at or after a time."""
-        if isinstance(when, str) and not when.startswith("#") and after:
-            try:
-                from datetime import datetime as _dt
-                stamp = _dt.fromisoformat(when.replace("Z", "+00:00"))
-            except ValueError:
-                raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
-            if stamp.tzinfo is None:
-                raise InvalidRequest(f"the time {when!r} has no time zone")
-            from datetime import timezone as _tz
-            rows = self._query("SELECT MIN(position) AS p FROM timeline WHERE at >= ?",
-                               (stamp.astimezone(_tz.utc).isoformat(),))
-            return rows[0]["p"] if rows[0]["p"] is not None else self.projections.head() + 1
-        return parse_moment(self, when)
 
     # -- audit and time travel -------------------------------------------------------------
 

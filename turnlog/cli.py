@@ -38,6 +38,15 @@ def echo_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
         click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
 
 
+def write_output(text: str, output: str) -> None:
+    """To stdout for "-", else to the file, replaced atomically (never half-written)."""
+    if output == "-":
+        click.echo(text)
+    else:
+        with click.open_file(output, "w", atomic=True) as f:
+            f.write(text + "\n")
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
@@ -226,12 +235,7 @@ def switch(ctx: click.Context, key: str, session_id: str, as_json: bool) -> None
 @click.pass_context
 def export_routing(ctx: click.Context, output: str) -> None:
     """Write the routing map as Hermes-compatible sessions.json."""
-    data = orjson.dumps(engine(ctx).export_routing(), option=orjson.OPT_INDENT_2).decode()
-    if output == "-":
-        click.echo(data)
-    else:
-        with click.open_file(output, "w", atomic=True) as f:
-            f.write(data + "\n")
+    write_output(orjson.dumps(engine(ctx).export_routing(), option=orjson.OPT_INDENT_2).decode(), output)
 
 
 @main.command()

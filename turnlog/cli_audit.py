@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .cli import _cell, echo_json, echo_table, engine, main
+from .cli import _cell, echo_json, echo_table, engine, main, write_output
 from .export import FORMATS, render
 from .timetravel import AsOf
 
@@ -83,12 +83,7 @@ def diff(ctx: click.Context, a: str, b: str, key: str | None, as_json: bool) -> 
 @click.pass_context
 def export(ctx: click.Context, key_or_session: str, lineage: bool, fmt: str, output: str) -> None:
     """Export a session (Hermes-compatible JSON, JSONL or Markdown)."""
-    text = render(engine(ctx).export(key_or_session, lineage=lineage), fmt)
-    if output == "-":
-        click.echo(text)
-    else:
-        with click.open_file(output, "w", atomic=True) as f:
-            f.write(text + "\n")
+    write_output(render(engine(ctx).export(key_or_session, lineage=lineage), fmt), output)
 
 
 @main.command()

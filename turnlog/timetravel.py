@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from .api import Turnlog
 
 
-def parse_moment(t: "Turnlog", when: str | int) -> int:
-    """A log position from `#N`, an int, or an ISO time."""
+def parse_moment(t: "Turnlog", when: str | int, *, after: bool = False) -> int:
+    """A log position from `#N`, an int, or an ISO time: the last position at or before that time,
+    or with `after` the first position at or after it (one past the head if there is none)."""
     head = t.projections.head()
     if isinstance(when, int):
         position = when
@@ -39,8 +40,11 @@ def parse_moment(t: "Turnlog", when: str | int) -> int:
         if moment.tzinfo is None:
             raise InvalidRequest(f"the time {when!r} has no time zone")
         # The timeline's times are UTC ISO strings, compared as text: compare in UTC too.
-        rows = t._query("SELECT MAX(position) AS p FROM timeline WHERE at <= ?",
-                        (moment.astimezone(timezone.utc).isoformat(),))
+        stamp = moment.astimezone(timezone.utc).isoformat()
+        if after:
+            rows = t._query("SELECT MIN(position) AS p FROM timeline WHERE at >= ?", (stamp,))
+            return rows[0]["p"] if rows[0]["p"] is not None else head + 1
+        rows = t._query("SELECT MAX(position) AS p FROM timeline WHERE at <= ?", (stamp,))
         position = rows[0]["p"] or 0
     if position < 0 or position > head:
         raise InvalidRequest(f"log position {position} is outside the log (1..{head})")

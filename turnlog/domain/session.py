@@ -39,15 +39,7 @@ class Session(TurnlogAggregate):
             s.origin = self.origin
             s.created_reason = self.reason
             s.parent_session_id = self.parent_session_id
-            s.last_activity = self.timestamp
-            s.suspended = False
-            s.suspend_reason = None
-            s.resume_pending = False
-            s.resume_reason = None
-            s.resume_marked_at = None
-            s.ended = False
-            s.end_reason = None
-            s.children = []
+            s._live(self.session_key, self.timestamp)
 
     class ActivityTouched(TurnlogAggregate.Event):
         TOPIC = "turnlog:ActivityTouched"
@@ -117,16 +109,20 @@ class Session(TurnlogAggregate):
         session_key: str
 
         def apply(self, s: "Session") -> None:
-            s.ended = False
-            s.end_reason = None
-            s.suspended = False
-            s.suspend_reason = None
-            s.resume_pending = False
-            s.resume_reason = None
-            s.resume_marked_at = None
-            s.session_key = self.session_key
-            s.last_activity = self.timestamp
+            s._live(self.session_key, self.timestamp)
 
+    def _live(self, session_key: str, at: datetime) -> None:
+        """A new or reopened session: routed under this key, every lifecycle flag cleared."""
+        self.session_key = session_key
+        self.last_activity = at
+        self.suspended = False
+        self.suspend_reason = None
+        self.resume_pending = False
+        self.resume_reason = None
+        self.resume_marked_at = None
+        self.ended = False
+        self.end_reason = None
+        self.children = []
 
     def touch(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Session.ActivityTouched, at=at, actor=actor, cause=cause, session_key=session_key)
