@@ -1,6 +1,7 @@
 """turnlog: an event-sourced session engine for multi-platform agent gateways."""
 
-from .api import DEFAULT_DB, HistoryEntry, Turnlog, open
+from .api import DEFAULT_DB, HistoryEntry, Turnlog
+from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
 from .commands.routing import RouteResult
 from .config import EngineConfig

@@ -24,7 +24,6 @@ from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
-from .domain.keys import resolve_routing_key
 from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment

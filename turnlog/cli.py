@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 import orjson
 
 from . import api
 from .domain.keys import resolve_routing_key
-from .domain.source import SessionSource, known_platforms
+from .domain.source import SessionSource
 from .errors import InvalidRequest, TurnlogError
 
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
