@@ -1,0 +1,67 @@
+"""`turnlog ingest`: JSONL gateway traffic replayed through the engine, bad lines reported and skipped."""
+
+import json
+
+from click.testing import CliRunner
+
+from turnlog import Turnlog
+from turnlog.cli import main
+
+DM = {"platform": "telegram", "chat_type": "dm", "chat_id": "1", "user_id": "1"}
+
+
+def line(**record):
+    return json.dumps(record)
+
+
+def test_ingest_runs_turns_and_commands_and_skips_bad_lines_with_their_numbers(tmp_path):
+    db = str(tmp_path / "i.db")
+    traffic = tmp_path / "traffic.jsonl"
+    traffic.write_text("\n".join([
+        line(op="message", source=DM, text="hi", message_id="a1", at="2026-11-01T10:00:00Z", reply="hello!"),
+        "not json",
+        line(op="message", source={**DM, "platform": "nope"}, text="x"),
+        line(op="command", source=DM, text="/new", at="2026-11-01T10:01:00Z"),
+        line(op="message", source=DM, text="again", message_id="a2", at="2026-11-01T10:05:00Z"),
+        line(op="command", source=DM, text="/dance"),
+        "",
+    ]) + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(traffic), "--json"])
+
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["applied"], report["turns"], report["commands"], report["queued"]) == (3, 1, 1, 1)
+    assert [e["line"] for e in report["errors"]] == [2, 3, 6]
+    assert "line 3: bad source: unknown platform 'nope'" in result.stderr
+    assert "Traceback" not in result.output
+    with Turnlog(db) as t:
+        ended, = [s for s in t.sessions() if s["end_reason"] == "session_reset"]
+        assert ended["created_at"] == "2026-11-01T10:00:00+00:00"  # "at" set the clock
+        assert [m["content"] for m in t.transcript(ended["session_id"])] == ["hi", "hello!"]
+        assert [d["state"] for d in t.ledger()] == ["delivered"]
+        waiting = t.queue("agent:main:telegram:dm:1")
+        assert [(q["text"], q["state"]) for q in waiting] == [("again", "pending")]  # no reply: stays queued
+
+
+def test_ingest_from_stdin_with_every_line_good_exits_zero(tmp_path):
+    db = str(tmp_path / "i.db")
+    stdin = line(op="message", source=DM, text="hi", message_id="a1", reply="yo") + "\n"
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", "-"], input=stdin)
+
+    assert result.exit_code == 0, result.output
+    assert "1 records applied (1 turns, 0 commands, 0 queued), 0 failed" in result.output
+
+
+def test_a_failing_line_leaves_nothing_of_itself_in_the_log(tmp_path):
+    db = str(tmp_path / "i.db")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(line(op="message", source=DM, text="hi", at="yesterday", reply="x") + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(bad)])
+
+    assert result.exit_code == 1
+    assert "line 1: at is not an ISO time" in result.stderr
+    with Turnlog(db) as t:
+        assert t.projections.head() == 0
