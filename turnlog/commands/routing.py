@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from ..domain.keys import RoutingKey, resolve_routing_key
+from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
 from ..domain.policy import route_decision
 from ..domain.route import Route
 from ..domain.session import Session
@@ -32,6 +32,7 @@ FIRST_MESSAGE = "first_message"
 FORCE_NEW = "force_new"
 ROUTE_DETACHED = "route_detached"
 PREVIOUS_ENDED = "previous_ended"
+SLACK_SCOPE_MIGRATION = "slack_scope_migration"  # a pre-workspace Slack route moved to its workspace key
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class RouteResult:
     session_id: str
     route_id: str
     created: bool
-    reason: str | None  # why a new session was made; None when the current one was kept
+    reason: str | None  # why a new session was made (or the route moved); None when nothing changed
     previous_session_id: str | None
     shared: bool
     position: int  # the log position of the last event this call wrote (0 if none)
@@ -104,6 +105,9 @@ class RoutingCommands:
         if route is None:
             route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
                                 session_key=rk.key, parts=list(rk.parts), origin=origin)
+            legacy = None if force_new else self._legacy_slack_route(source)
+            if legacy is not None:
+                return self._adopt_legacy(route, legacy, rk, origin, now, actor, cause, also)
             return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
         current: Session | None = ctx.session(route.session_id, fresh) if route.session_id else None
         if force_new:
@@ -132,6 +136,36 @@ class RoutingCommands:
         if current is not None and end_reason is not None:
             current.end(end_reason, at=now, actor=actor if force_new else "system:policy", cause=cause)
         return self._new_session(route, rk, origin, reason, current, now, actor, cause, also)
+
+    def _legacy_slack_route(self, source: SessionSource) -> Route | None:
+        """The pre-workspace route this scoped Slack source may take over (spec §12), or None.
+
+        A legacy route whose origin names a workspace moves only to that workspace; a scope-less
+        DM goes to the first workspace that arrives; a scope-less channel or group never moves,
+        since its id may exist in several workspaces and adopting it could leak a transcript.
+        """
+        legacy = legacy_slack_key(source, profile=source.profile or self.ctx.config.profile,
+                                  **self.ctx.config.key_options())
+        if legacy is None:
+            return None
+        route: Route | None = self.ctx.get(legacy.route_id)
+        if route is None or route.session_id is None:
+            return None
+        scope = (route.origin or {}).get("scope_id")
+        if scope:
+            return route if scope == source.scope_id else None
+        return route if source.chat_type == "dm" else None
+
+    def _adopt_legacy(self, route: Route, legacy: Route, rk: RoutingKey, origin: dict[str, Any], now: datetime,
+                      actor: str, cause: str, also: Also) -> RouteResult:
+        session: Session | None = self.ctx.session(legacy.session_id) if legacy.session_id else None
+        if session is None or session.ended:
+            return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
+        legacy.detach(reason=SLACK_SCOPE_MIGRATION, at=now, actor=actor, cause=cause)
+        route.bind(session.session_id, reason=SLACK_SCOPE_MIGRATION, at=now, actor=actor, cause=cause)
+        session.touch(rk.key, at=now, actor=actor, cause=cause)
+        position = self.ctx.save(legacy, route, session, *also())
+        return self._result(rk, session.session_id, False, SLACK_SCOPE_MIGRATION, None, position)
 
     def _background(self, session_key: str, session_id: str):  # type: ignore[no-untyped-def]
         guard = self.ctx.config.background_guard
