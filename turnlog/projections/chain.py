@@ -46,29 +46,35 @@ class ChainSealer:
         return (row[0], row[1]) if row else (0, GENESIS)
 
     def seal(self, stop: int | None = None) -> int:
-        """Seal every committed event not sealed yet; returns how many were sealed."""
+        """Seal every committed event not sealed yet; returns how many were sealed.
+
+        Events are read before the write transaction is opened: holding the file's write lock
+        while waiting for a log connection would deadlock against a writer waiting for the lock.
+        """
         target = self.app.recorder.max_notification_id() or 0 if stop is None else stop
         sealed = 0
         while True:
+            position, previous = self._last()
+            if position >= target:
+                return sealed
+            batch = self.app.recorder.select_notifications(position, BATCH, stop=target, inclusive_of_start=False)
+            if not batch:
+                return sealed
+            rows = []
+            for n in batch:
+                previous = link(previous, n)
+                rows.append((n.id, previous))
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                position, previous = self._last()
-                if position >= target:
-                    self.db.execute("COMMIT")
-                    return sealed
-                rows = []
-                for n in self.app.recorder.select_notifications(position, BATCH, stop=target,
-                                                                inclusive_of_start=False):
-                    previous = link(previous, n)
-                    rows.append((n.id, previous))
+                if self._last()[0] != position:  # another process sealed meanwhile: start again from its seal
+                    self.db.execute("ROLLBACK")
+                    continue
                 self.db.executemany("INSERT INTO chain VALUES (?, ?)", rows)
                 self.db.execute("COMMIT")
-                sealed += len(rows)
-                if not rows:
-                    return sealed
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
+            sealed += len(rows)
 
     def verify(self) -> list[ChainBreak]:
         """Recompute each sealed link from the log; [] when intact.
