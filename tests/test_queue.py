@@ -16,34 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog, TurnlogError
+from turnlog import SessionSource, StaleLease, Turnlog, TurnlogError
 
 REPO = Path(__file__).resolve().parents[1]
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BUSY_CAP = 32
-
-
-@pytest.fixture
-def db(tmp_path):
-    return str(tmp_path / "turnlog.db")
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture
-def t(db, clock):
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a") as engine:
-        yield engine
-
-
-@pytest.fixture
-def other(db, clock, t):
-    """A second gateway process on the same log (opened after `t`)."""
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-b") as engine:
-        yield engine
 
 
 class Agent:

@@ -4,33 +4,11 @@ import uuid
 
 import pytest
 
-from turnlog import (InvalidRequest, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog)
+from turnlog import (InvalidRequest, SessionSource, StaleLease)
 
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 RECOVERED_PREFIX = "♻️ Recovered reply — the gateway restarted during delivery, so this may be a duplicate:\n\n"
 SILENCE_NOTICE = "The agent returned only a silence marker, so there is no reply to this message."
-
-
-@pytest.fixture
-def db(tmp_path):
-    return str(tmp_path / "turnlog.db")
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture
-def t(db, clock):
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a") as engine:
-        yield engine
-
-
-@pytest.fixture
-def other(db, clock, t):
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-b") as engine:
-        yield engine
 
 
 def echo(history, item):
