@@ -9,7 +9,8 @@ a transcript is its stream up to that version.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from .commands.context import session_aggregate_id
 from .commands.turns import lease_id
@@ -117,7 +118,6 @@ class AsOf:
             rows = self.t._query("SELECT DISTINCT stream FROM timeline WHERE event='DeliveryRecorded'"
                                  " AND session_id=? AND position<=? ORDER BY position", (sid, self.position))
             for row in rows:
-                from uuid import UUID
                 d: Delivery | None = self._aggregate(UUID(row["stream"]))
                 if d is not None:
                     out.append({"session_id": d.session_id, "seq": d.seq, "state": d.state, "attempts": d.attempts,
@@ -129,7 +129,6 @@ class AsOf:
                              " AND position<=?", (key, self.position))
         out = []
         for row in rows:
-            from uuid import UUID
             inbox = self._aggregate(UUID(row["stream"]))
             for item in inbox.items if inbox is not None else []:
                 out.append({"item_id": item["item_id"], "kind": item["kind"], "text": "\n".join(item["texts"]),
@@ -143,8 +142,7 @@ class AsOf:
         from .api import _message_dict
         return [_message_dict(e) for e in self.t.app.events.get(transcript_id(session_id), lte=version)]
 
-    VIEWS: dict[str, str] = {"routes": "routes", "sessions": "sessions", "leases": "leases", "ledger": "ledger",
-                             "queue": "queue", "transcript": "transcript"}
+    VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript")
 
     def view(self, name: str, *, key: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
         if name == "routes":
@@ -220,5 +218,3 @@ def _field_changes(old: dict[str, Any] | None, new: dict[str, Any] | None, *,
         return {"from": old, "to": new}
     return {k: {"from": old.get(k), "to": v} for k, v in new.items() if k not in skip and old.get(k) != v}
 
-
-Reader = Callable[..., list[dict[str, Any]]]
