@@ -107,8 +107,8 @@ def test_scenario_fills_every_read_model(played):
 
 def test_dropped_routing_tables_come_back_identical_after_rebuild(played):
     db, before = played
-    drop_read_models(db, ("routes", "sessions", "timeline", "timeline_streams"))
-    assert not {"routes", "sessions", "timeline"} & table_names(db)
+    drop_read_models(db, ("routes", "sessions", "timeline_streams", "timeline_mentions", "timeline_clock"))
+    assert not {"routes", "sessions", "timeline_streams"} & table_names(db)
 
     with open_engine(db) as t:
         applied = t.rebuild()
@@ -151,7 +151,7 @@ def test_cli_rebuild_routes_restores_the_routing_map(played):
 
 def test_cli_rebuild_all_after_dropping_every_routing_table(played):
     db, before = played
-    drop_read_models(db, ("routes", "sessions", "timeline", "timeline_streams"))
+    drop_read_models(db, ("routes", "sessions", "timeline_streams", "timeline_mentions", "timeline_clock"))
 
     result = CliRunner().invoke(main, ["--db", str(db), "rebuild", "--all"])
 

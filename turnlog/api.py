@@ -39,7 +39,7 @@ from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, MessagesProjection, QueueProjection
 from .projections.search import SearchProjection
-from .projections import search_query, verify as _verify
+from .projections import search_query, timeline_query, verify as _verify
 
 DEFAULT_DB = "turnlog.db"
 
@@ -396,33 +396,16 @@ class Turnlog:
         since/until are ISO times or log positions `#N` (inclusive); types are event names.
         """
         self.catch_up()
-        columns = "position, at, event, actor, cause, session_id, session_key, data"
-        filters, params = "", []
-        if since is not None:
-            filters += " AND position >= ?"
-            params.append(parse_moment(self, since, after=True))
-        if until is not None:
-            filters += " AND position <= ?"
-            params.append(parse_moment(self, until))
         names = list(types or [])
-        if names:
-            filters += f" AND event IN ({','.join('?' * len(names))})"
-            params.extend(names)
-        if isinstance(key_or_session, str) and self._is_session(key_or_session):
-            rows = self._query(f"SELECT {columns} FROM timeline WHERE session_id=?{filters} ORDER BY position",
-                               (key_or_session, *params))
-        else:
-            route_ids = self._route_ids(key_or_session)
-            marks = ",".join("?" * len(route_ids))
-            rows = self._query(
-                f"SELECT {columns} FROM timeline WHERE (route_id IN ({marks}) OR session_id IN"
-                f" (SELECT session_id FROM timeline WHERE route_id IN ({marks}) AND session_id IS NOT NULL))"
-                f"{filters} ORDER BY position", (*route_ids, *route_ids, *params))
-        out = []
-        for r in rows:
-            data = orjson.loads(r["data"])
-            out.append(HistoryEntry(**{**r, "data": data}, summary=summarize(r["event"], data)))
-        return out
+        window = {"since": parse_moment(self, since, after=True) if since is not None else None,
+                  "until": parse_moment(self, until) if until is not None else None}
+        with self.projections.lock:
+            if isinstance(key_or_session, str) and self._is_session(key_or_session):
+                rows = timeline_query.history(self.projections, session=key_or_session, types=names, **window)
+            else:
+                rows = timeline_query.history(self.projections, route_ids=self._route_ids(key_or_session),
+                                              types=names, **window)
+        return [HistoryEntry(**r, summary=summarize(r["event"], r["data"])) for r in rows]
 
     # -- audit and time travel -------------------------------------------------------------
 

@@ -8,7 +8,7 @@ a transcript is its stream up to that version.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -17,6 +17,7 @@ from .commands.turns import lease_id
 from .domain.delivery import Delivery
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
+from .projections import timeline_query
 
 if TYPE_CHECKING:
     from .api import Turnlog
@@ -40,13 +41,12 @@ def parse_moment(t: "Turnlog", when: str | int, *, after: bool = False) -> int:
             raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
         if moment.tzinfo is None:
             raise InvalidRequest(f"the time {when!r} has no time zone")
-        # The timeline's times are UTC ISO strings, compared as text: compare in UTC too.
-        stamp = moment.astimezone(timezone.utc).isoformat()
+        t.catch_up()
+        with t.projections.lock:
+            found = timeline_query.position_at(t.projections, moment, after=after)
         if after:
-            rows = t._query("SELECT MIN(position) AS p FROM timeline WHERE at >= ?", (stamp,))
-            return rows[0]["p"] if rows[0]["p"] is not None else head + 1
-        rows = t._query("SELECT MAX(position) AS p FROM timeline WHERE at <= ?", (stamp,))
-        position = rows[0]["p"] or 0
+            return found if found is not None else head + 1
+        position = found or 0
     if position < 0 or position > head:
         raise InvalidRequest(f"log position {position} is outside the log (1..{head})")
     return position
@@ -58,9 +58,8 @@ class AsOf:
         self.position = position
 
     def _version(self, stream: str) -> int | None:
-        rows = self.t._query("SELECT MAX(version) AS v FROM timeline WHERE stream=? AND position<=?",
-                             (stream, self.position))
-        return rows[0]["v"]
+        with self.t.projections.lock:
+            return self.t.projections.log.stream_version(stream, self.position)
 
     def _aggregate(self, aggregate_id: Any) -> Any | None:
         version = self._version(str(aggregate_id))
@@ -70,8 +69,8 @@ class AsOf:
 
     @property
     def at(self) -> str | None:
-        rows = self.t._query("SELECT at FROM timeline WHERE position=?", (self.position,))
-        return rows[0]["at"] if rows else None
+        with self.t.projections.lock:
+            return timeline_query.time_of(self.t.projections, self.position)
 
     def routes(self, key: str | None = None) -> list[dict[str, Any]]:
         where = " AND session_key=?" if key else ""
@@ -94,8 +93,8 @@ class AsOf:
         if session:
             return [session]
         where, params = ("", ()) if not key else (" AND session_key=?", (key,))
-        rows = self.t._query("SELECT DISTINCT session_id FROM timeline WHERE event='SessionCreated' AND position<=?"
-                             f"{where} ORDER BY position", (self.position, *params))
+        rows = self.t._query("SELECT session_id FROM timeline_streams WHERE kind='SessionCreated'"
+                             f" AND first_position<=?{where} ORDER BY first_position", (self.position, *params))
         return [r["session_id"] for r in rows]
 
     def sessions(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
@@ -115,8 +114,8 @@ class AsOf:
     def ledger(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
         out = []
         for sid in self._session_ids(session, key):
-            rows = self.t._query("SELECT DISTINCT stream FROM timeline WHERE event='DeliveryRecorded'"
-                                 " AND session_id=? AND position<=? ORDER BY position", (sid, self.position))
+            rows = self.t._query("SELECT stream FROM timeline_streams WHERE kind='DeliveryRecorded'"
+                                 " AND session_id=? AND first_position<=? ORDER BY first_position", (sid, self.position))
             for row in rows:
                 d: Delivery | None = self._aggregate(UUID(row["stream"]))
                 if d is not None:
@@ -125,8 +124,8 @@ class AsOf:
         return out
 
     def queue(self, key: str) -> list[dict[str, Any]]:
-        rows = self.t._query("SELECT stream FROM timeline WHERE event='InboxOpened' AND session_key=?"
-                             " AND position<=?", (key, self.position))
+        rows = self.t._query("SELECT stream FROM timeline_streams WHERE kind='InboxOpened' AND session_key=?"
+                             " AND first_position<=? ORDER BY first_position", (key, self.position))
         out = []
         for row in rows:
             inbox = self._aggregate(UUID(row["stream"]))
@@ -182,12 +181,11 @@ def diff(t: "Turnlog", a: int, b: int, *, key: str | None = None) -> dict[str, A
             by_key.setdefault(name, []).append({"change": "registered" if ra is None else "rebound",
                                                 "from_session": old, "to_session": new,
                                                 "reason": rb["bound_reason"] if rb else None})
-    where = " AND session_key=?" if key else ""
-    touched = t._query(f"SELECT DISTINCT session_id FROM timeline WHERE position>? AND position<=?"
-                       f" AND session_id IS NOT NULL{where} ORDER BY session_id", (a, b, *((key,) if key else ())))
+    with t.projections.lock:
+        touched = sorted(timeline_query.sessions_touched(t.projections, a, b, key=key))
+        events = t.projections.log.count(a, b)
     by_session: dict[str, dict[str, Any]] = {}
-    for row in touched:
-        sid = row["session_id"]
+    for sid in touched:
         change: dict[str, Any] = {}
         fields = _field_changes(before.session(sid), after.session(sid), skip={"last_activity"})
         if fields:
@@ -206,7 +204,6 @@ def diff(t: "Turnlog", a: int, b: int, *, key: str | None = None) -> dict[str, A
             change["deliveries"] = deliveries
         if change:
             by_session[sid] = change
-    events = t._query("SELECT COUNT(*) AS n FROM timeline WHERE position>? AND position<=?", (a, b))[0]["n"]
     return {"from": a, "to": b, "events": events, "keys": by_key, "sessions": by_session}
 
 

@@ -11,6 +11,7 @@ keep caches of what it wrote (a stream's filing, a session's key) from one batch
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC
 from typing import Any, Iterable, Protocol, Sequence
 
 
@@ -24,7 +25,8 @@ class Projection(Protocol):
     name: str
     topics: tuple[str, ...]  # the event topics it reads; others are skipped cheaply; () reads all
     tables: tuple[str, ...]  # the tables it owns, dropped and rebuilt together (virtual tables first)
-    # Optional `version: int`: when it changes, the tables are dropped and refilled from the log.
+    # Optional `version: int`: when it changes, the tables are dropped and refilled from the log,
+    # and optional `retired: tuple[str, ...]`, tables earlier versions owned, are dropped.
 
     def create(self, t: "Tables") -> None: ...  # the tables (IF NOT EXISTS), without secondary indexes
 
@@ -39,6 +41,13 @@ def topic_of(event: Any) -> str:
 
 def event_name(topic: str) -> str:
     return topic.split(":", 1)[-1]
+
+
+def utc_text(moment: Any) -> str:
+    """A fixed-width UTC ISO time, so that comparing the strings compares the times."""
+    if moment.utcoffset():
+        moment = moment.astimezone(UTC)
+    return moment.replace(tzinfo=UTC).isoformat(timespec="microseconds")
 
 
 class Tables(dict):  # type: ignore[type-arg]

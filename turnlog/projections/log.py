@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 from uuid import UUID
 
 import orjson
@@ -22,6 +22,8 @@ from eventsourcing.utils import resolve_topic
 
 Row = tuple[int, Any, int, str, bytes]
 _IDS_CACHED = 200_000
+_SCAN_BATCH = 5000
+_IN_LIMIT = 500  # ids per IN (...) list
 
 
 class _Id(UUID):
@@ -44,6 +46,10 @@ class LogReader:
         recorder = app.recorder
         self.table = getattr(recorder, "events_table_name", "stored_events")
         self.direct = _same_sqlite_file(recorder, views_path)
+        # SQL on the log's table (a stream's events by the log's own index): the read-model
+        # connection when the log is in its file, a connection of its own to another SQLite
+        # file; None for other databases, whose log is then scanned through the library's API.
+        self.sql = db if self.direct else _log_connection(recorder)
         self.uuid_ids = getattr(getattr(recorder, "datastore", None), "originator_id_type", "uuid") == "uuid"
         mapper = app.mapper
         self.fast = self.direct and not getattr(mapper, "cipher", None) and not getattr(mapper, "compressor", None)
@@ -70,6 +76,54 @@ class LogReader:
                                                                inclusive_of_start=False)
         return [(n.id, n.originator_id, n.originator_version, n.topic, n.state) for n in notifications]
 
+    def scan(self, after: int, stop: int, topics: Sequence[str] = ()) -> Iterator[Row]:
+        """Every row with after < position <= stop, in order, read in batches."""
+        while after < stop:
+            rows = self.read(after, stop, _SCAN_BATCH, topics)
+            yield from rows
+            if len(rows) < _SCAN_BATCH:
+                return
+            after = rows[-1][0]
+
+    def stream_rows(self, streams: Iterable[str], upto: int) -> list[Row]:
+        """The rows of these streams (aggregate ids as text) at positions <= upto, in order."""
+        wanted = sorted({self._stored(stream) for stream in streams})
+        if self.sql is None:
+            chosen = set(wanted)
+            return [row for row in self.scan(0, upto) if self._stored(str(row[1])) in chosen]
+        rows: list[Row] = []
+        for start in range(0, len(wanted), _IN_LIMIT):
+            chunk = wanted[start:start + _IN_LIMIT]
+            rows += self.sql.execute(
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table}"
+                f" WHERE originator_id IN ({','.join('?' * len(chunk))}) AND rowid <= ?", (*chunk, upto)).fetchall()
+        rows.sort()
+        return rows
+
+    def stream_version(self, stream: str, upto: int) -> int | None:
+        """The version a stream had reached at position upto (None: it did not exist yet)."""
+        if self.sql is None:
+            versions = [row[2] for row in self.stream_rows([stream], upto)]
+            return versions[-1] if versions else None
+        return self.sql.execute(f"SELECT max(originator_version) FROM {self.table} WHERE originator_id=?"
+                                " AND rowid <= ?", (self._stored(stream), upto)).fetchone()[0]
+
+    def count(self, after: int, stop: int) -> int:
+        """How many events lie at after < position <= stop."""
+        if self.sql is None:
+            return sum(1 for _ in self.scan(after, stop))
+        return self.sql.execute(f"SELECT count(*) FROM {self.table} WHERE rowid > ? AND rowid <= ?",
+                                (after, stop)).fetchone()[0]
+
+    def stream_of(self, row: Row) -> str:
+        """A row's stream as text, as projections file it (str of the aggregate id)."""
+        originator_id = row[1]
+        return str(self._id(originator_id)) if self.uuid_ids and isinstance(originator_id, str) else str(originator_id)
+
+    def _stored(self, stream: str) -> str:
+        """A stream's id as the log's table holds it (SQLite: a UUID's hex)."""
+        return UUID(stream).hex if self.uuid_ids else stream
+
     def decode(self, row: Row) -> Any:
         _, originator_id, version, topic, state = row
         cls = self.classes.get(topic, ...)
@@ -83,7 +137,7 @@ class LogReader:
                 event = object.__new__(cls)
                 object.__setattr__(event, "__dict__", data)
                 return event
-        if self.direct and self.uuid_ids:
+        if self.uuid_ids and isinstance(originator_id, str):
             originator_id = UUID(originator_id)
         stored = StoredEvent(originator_id=originator_id, originator_version=version, topic=topic, state=state)
         return self.app.mapper.to_domain_event(stored)
@@ -130,3 +184,11 @@ def _same_sqlite_file(recorder: Any, views_path: str) -> bool:
     if views_path.startswith("file:") or ":memory:" in views_path:
         return False
     return os.path.realpath(db_name) == os.path.realpath(views_path)
+
+
+def _log_connection(recorder: Any) -> sqlite3.Connection | None:
+    datastore = getattr(recorder, "datastore", None)
+    db_name = getattr(getattr(datastore, "pool", None), "db_name", None)
+    if not isinstance(db_name, str) or ":memory:" in db_name or db_name.startswith("file:"):
+        return None
+    return sqlite3.connect(f"file:{db_name}?mode=ro", uri=True, timeout=30, check_same_thread=False)

@@ -156,6 +156,8 @@ class ProjectionRunner:
                                     (p.name, version))
 
     def _reset(self, p: Projection) -> None:
+        for table in getattr(p, "retired", ()):  # tables an earlier version owned
+            self._drop(p, table)
         for table in p.tables:
             self._drop(p, table)
             self._drop(p, table + REBUILD_SUFFIX)

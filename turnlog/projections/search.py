@@ -21,13 +21,12 @@ reads another projection's tables, so it rebuilds on its own.
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC
 from typing import Any
 
 import orjson
 
 from ..domain.fts_query import cjk_runs
-from .base import Tables, topic_of
+from .base import Tables, topic_of, utc_text
 
 CREATED = "turnlog:SessionCreated"
 REOPENED = "turnlog:SessionReopened"
@@ -43,13 +42,6 @@ def searchable_text(e: Any) -> str:
     if e.tool_calls:
         parts.append(orjson.dumps(e.tool_calls).decode())
     return "\n".join(parts)
-
-
-def utc_text(moment: Any) -> str:
-    """A fixed-width UTC ISO time, so that comparing the strings compares the times."""
-    if moment.utcoffset():
-        moment = moment.astimezone(UTC)
-    return moment.replace(tzinfo=UTC).isoformat(timespec="microseconds")
 
 
 class SearchProjection:

@@ -25,7 +25,7 @@ from typing import Any
 from ..domain.fts_query import QueryPlan, QueryTooLong, Term, plan_query
 from ..errors import InvalidRequest
 from .runner import ProjectionRunner, is_corruption
-from .search import utc_text
+from .base import utc_text
 
 MAX_LIMIT = 1000
 RANK_WINDOW = 500

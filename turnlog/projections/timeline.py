@@ -1,113 +1,148 @@
-"""The audit timeline: every event with its position, time, actor, cause and data, by stream.
+"""The audit timeline's index: which session and routing key each stream of the log concerns,
+and when each stretch of the log happened.
 
-Each row is filed under the session and the routing key it concerns, so that `history` of a
-key or of a session is one indexed read. Transcript text is summarised, not copied: the log
-holds it and the search projection indexes it.
+The log already holds every event in order, and its own index finds a stream's events; this
+projection adds only what the log cannot answer by itself, so that it stays a small fraction of
+the log and rebuilds at the speed of reading it:
+
+- `timeline_streams`: each stream (aggregate) filed by its first event: its kind (that event's
+  name), position, session, route and routing key. A route is filed under its key, an inbox under
+  its route (so a key's history shows its inbound queue), any other stream under its session.
+- `timeline_mentions`: for streams filed under a route, each session their events name, from the
+  position it is first named (a route bound to three sessions over its life mentions three).
+- `timeline_clock`: per block of CLOCK_BLOCK positions, the earliest and the latest event time
+  in it (UTC text), so that "the last event at or before T" reads one block of the log, not all
+  of it, even when writers' clocks interleave out of order.
+
+The history of a key or a session (timeline_query.py) reads these rows, then the events of the
+streams they name from the log.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from .base import Tables, event_name, topic_of, utc_text
 
-from .base import Tables, event_name, topic_of
-
-_STANDARD_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic", "actor", "cause"}
-_SUMMARISED_FIELDS = {"content": 80}
+CLOCK_BLOCK = 1024
+_ROUTE_REGISTERED = "turnlog:RouteRegistered"
 
 
-def event_data(event: Any) -> dict[str, Any]:
-    data = {}
-    for name, value in event.__dict__.items():
-        if name in _STANDARD_FIELDS:
-            continue
-        limit = _SUMMARISED_FIELDS.get(name)
-        if limit is not None and isinstance(value, str) and len(value) > limit:
-            value = value[:limit] + "…"
-        data[name] = value
-    return data
+def clock_block(position: int) -> int:
+    return (position - 1) // CLOCK_BLOCK
+
+
+def filing(topic: str, stream: str, data: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(session_id, route_id, session_key) of a stream, from its first event's topic and data.
+
+    The events of a stream filed under a route concern the session each of them names; those of
+    any other stream concern the stream's session."""
+    if topic == _ROUTE_REGISTERED:
+        return None, stream, data.get("session_key")
+    return data.get("session_id"), data.get("route_id"), data.get("session_key")
 
 
 class TimelineProjection:
     name = "timeline"
-    tables = ("timeline", "timeline_streams")
-    topics: tuple[str, ...] = ()  # every event
+    version = 2  # 2: an index of streams and a clock instead of a copy of every event
+    tables = ("timeline_streams", "timeline_mentions", "timeline_clock")
+    retired = ("timeline",)
+    topics: tuple[str, ...] = ()  # every event: the clock covers them all
 
     def create(self, t: Tables) -> None:
         t.execute(
-            """CREATE TABLE IF NOT EXISTS {timeline} (
-                position INTEGER PRIMARY KEY,
-                at TEXT NOT NULL,
-                event TEXT NOT NULL,
-                actor TEXT,
-                cause TEXT,
-                stream TEXT NOT NULL,
-                version INTEGER NOT NULL,
+            """CREATE TABLE IF NOT EXISTS {timeline_streams} (
+                stream TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                first_position INTEGER NOT NULL,
                 session_id TEXT,
                 route_id TEXT,
-                session_key TEXT,
-                data TEXT NOT NULL)"""
+                session_key TEXT)"""
         )
         t.execute(
-            """CREATE TABLE IF NOT EXISTS {timeline_streams} (
-                stream TEXT PRIMARY KEY, session_id TEXT, route_id TEXT, session_key TEXT)"""
+            """CREATE TABLE IF NOT EXISTS {timeline_mentions} (
+                stream TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                first_position INTEGER NOT NULL,
+                PRIMARY KEY (stream, session_id))"""
+        )
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {timeline_clock} (
+                block INTEGER PRIMARY KEY,
+                min_at TEXT NOT NULL,
+                max_at TEXT NOT NULL)"""
         )
 
     def create_indexes(self, t: Tables) -> None:
-        t.execute("CREATE INDEX IF NOT EXISTS timeline_by_session ON {timeline} (session_id, position)")
-        t.execute("CREATE INDEX IF NOT EXISTS timeline_by_route ON {timeline} (route_id, position)")
-        t.execute("CREATE INDEX IF NOT EXISTS timeline_by_key ON {timeline} (session_key, position)")
-        # A stream's version as of a position (time travel: `at`, `diff`, `fork`) is one range read.
-        t.execute("CREATE INDEX IF NOT EXISTS timeline_by_stream ON {timeline} (stream, position)")
+        t.execute("CREATE INDEX IF NOT EXISTS timeline_streams_by_session ON {timeline_streams}"
+                  " (session_id, first_position)")
+        t.execute("CREATE INDEX IF NOT EXISTS timeline_streams_by_route ON {timeline_streams} (route_id)")
+        t.execute("CREATE INDEX IF NOT EXISTS timeline_streams_by_key ON {timeline_streams} (session_key, kind)")
+        t.execute("CREATE INDEX IF NOT EXISTS timeline_mentions_by_session ON {timeline_mentions} (session_id)")
 
     def writer(self, t: Tables) -> "_TimelineWriter":
         return _TimelineWriter(t)
 
 
 class _TimelineWriter:
-    """Rows are buffered and inserted with one executemany; a stream's filing is read at most once."""
+    """Buffers new streams, mentions and clock blocks; a stream's filing is read at most once."""
 
     buffers = True  # apply() only reads; it writes in flush()
 
     def __init__(self, t: Tables) -> None:
         self.t = t
-        self.streams: dict[str, tuple[Any, Any, Any]] = {}
+        self.routed: dict[str, bool] = {}  # stream -> filed under a route
+        self.mentioned: set[tuple[str, str]] = set()
         self.new_streams: list[tuple[Any, ...]] = []
-        self.rows: list[tuple[Any, ...]] = []
-        self.select_stream = t.sql("SELECT session_id, route_id, session_key FROM {timeline_streams} WHERE stream=?")
-
-    def _filing(self, stream: str, topic: str, data: dict[str, Any]) -> tuple[Any, Any, Any]:
-        row = self.streams.get(stream)
-        if row is None:
-            row = self.t.db.execute(self.select_stream, (stream,)).fetchone()
-            if row is None:
-                # A stream is filed by its first event: a route by its key, an inbox by its route (so a
-                # key's history shows its inbound queue), any other by its session.
-                is_route = topic == "turnlog:RouteRegistered"
-                row = (None if is_route else data.get("session_id"), stream if is_route else data.get("route_id"),
-                       data.get("session_key"))
-                self.new_streams.append((stream, *row))
-            self.streams[stream] = row
-        return row
+        self.new_mentions: list[tuple[str, str, int]] = []
+        self.clock: dict[int, list[Any]] = {}  # block -> [earliest, latest] time
+        self.select_stream = t.sql("SELECT route_id FROM {timeline_streams} WHERE stream=?")
+        self.select_mention = t.sql("SELECT 1 FROM {timeline_mentions} WHERE stream=? AND session_id=?")
 
     def apply(self, event: Any, position: int) -> None:
         stream = str(event.originator_id)
-        data = event_data(event)
-        topic = topic_of(event)
-        stream_session, route_id, session_key = self._filing(stream, topic, data)
-        session_id = data.get("session_id") if route_id else stream_session
-        self.rows.append(
-            (position, event.timestamp.isoformat(), event_name(topic), getattr(event, "actor", None),
-             getattr(event, "cause", None), stream, event.originator_version, session_id, route_id,
-             data.get("session_key") or session_key, orjson.dumps(data, default=str).decode()))
+        at = event.timestamp
+        block = self.clock.get(clock_block(position))
+        if block is None:
+            self.clock[clock_block(position)] = [at, at]
+        elif at < block[0]:
+            block[0] = at
+        elif at > block[1]:
+            block[1] = at
+        routed = self.routed.get(stream)
+        if routed is None:
+            routed = self._routed(stream, event, position)
+        if routed:
+            session_id = getattr(event, "session_id", None)
+            if session_id and (stream, session_id) not in self.mentioned:
+                self._mention(stream, session_id, position)
+
+    def _routed(self, stream: str, event: Any, position: int) -> bool:
+        # A stream's first event has version 1; a later one's stream was filed by an earlier batch.
+        found = None if event.originator_version == 1 else self.t.db.execute(self.select_stream, (stream,)).fetchone()
+        if found is None:
+            topic = topic_of(event)
+            session_id, route_id, key = filing(topic, stream, event.__dict__)
+            self.new_streams.append((stream, event_name(topic), position, session_id, route_id, key))
+            found = (route_id,)
+        self.routed[stream] = routed = found[0] is not None
+        return routed
+
+    def _mention(self, stream: str, session_id: str, position: int) -> None:
+        self.mentioned.add((stream, session_id))
+        if self.t.db.execute(self.select_mention, (stream, session_id)).fetchone() is None:
+            self.new_mentions.append((stream, session_id, position))
 
     def flush(self) -> None:
         if self.new_streams:
-            self.t.executemany("INSERT INTO {timeline_streams} VALUES (?,?,?,?)", self.new_streams)
+            self.t.executemany("INSERT INTO {timeline_streams} VALUES (?,?,?,?,?,?)", self.new_streams)
             self.new_streams = []
-        if self.rows:
+        if self.new_mentions:
+            self.t.executemany("INSERT OR IGNORE INTO {timeline_mentions} VALUES (?,?,?)", self.new_mentions)
+            self.new_mentions = []
+        if self.clock:
             self.t.executemany(
-                "INSERT INTO {timeline} (position, at, event, actor, cause, stream, version, session_id, route_id,"
-                " session_key, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)", self.rows)
-            self.rows = []
+                "INSERT INTO {timeline_clock} VALUES (?,?,?) ON CONFLICT (block) DO UPDATE SET"
+                " min_at=min(min_at, excluded.min_at), max_at=max(max_at, excluded.max_at)",
+                [(block, utc_text(low), utc_text(high)) for block, (low, high) in self.clock.items()])
+            self.clock = {}

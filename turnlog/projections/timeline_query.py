@@ -1,0 +1,148 @@
+"""Reading the audit timeline: the history of a key or a session, and log positions of times.
+
+Both read the timeline projection's small tables (timeline.py) to learn which streams and which
+stretch of the log to read, then read those events from the log itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import orjson
+
+from .base import event_name, utc_text
+from .log import Row
+from .runner import ProjectionRunner
+from .timeline import CLOCK_BLOCK
+
+_STANDARD_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic", "actor", "cause"}
+_SUMMARISED_FIELDS = {"content": 80}
+_IN_LIMIT = 500
+
+
+def event_data(event: Any) -> dict[str, Any]:
+    """An event's own fields as JSON values (times as ISO text), long message text shortened."""
+    data = {}
+    for name, value in event.__dict__.items():
+        if name in _STANDARD_FIELDS:
+            continue
+        limit = _SUMMARISED_FIELDS.get(name)
+        if limit is not None and isinstance(value, str) and len(value) > limit:
+            value = value[:limit] + "…"
+        data[name] = value
+    return orjson.loads(orjson.dumps(data, default=str))
+
+
+def history(runner: ProjectionRunner, *, session: str | None = None, route_ids: Iterable[str] = (),
+            since: int | None = None, until: int | None = None, types: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Every event concerning a session, or the routes of a key and the sessions they served, in
+    log order, within [since, until] and of the named event types if given.
+
+    An event concerns the session of its stream, or for a stream filed under a route (a route, an
+    inbox) the session it names. A key's history is its routes' events and every event of a
+    session those events name.
+    """
+    db = runner.db
+    upto = runner.positions().get("timeline", 0)
+    if until is not None:
+        upto = min(upto, until)
+    if session is not None:
+        sessions = {session}
+        routes: set[str] = set()
+        streams = _column(db, "SELECT stream FROM timeline_streams WHERE session_id=? AND route_id IS NULL", [session])
+        streams |= _column(db, "SELECT stream FROM timeline_mentions WHERE session_id=?", [session])
+    else:
+        routes = set(route_ids)
+        streams = _column_in(db, "SELECT stream FROM timeline_streams WHERE route_id IN ({})", routes)
+        sessions = _column_in(db, "SELECT session_id FROM timeline_mentions WHERE stream IN ({})", streams)
+        streams |= _column_in(db, "SELECT stream FROM timeline_streams WHERE session_id IN ({}) AND route_id IS NULL",
+                              sessions)
+        streams |= _column_in(db, "SELECT stream FROM timeline_mentions WHERE session_id IN ({})", sessions)
+    filed = {row[0]: row[1:] for row in _rows_in(
+        db, "SELECT stream, session_id, route_id, session_key FROM timeline_streams WHERE stream IN ({})", streams)}
+    names = set(types)
+    out = []
+    for row in runner.log.stream_rows(filed, upto):
+        position, stream, topic = row[0], runner.log.stream_of(row), row[3]
+        if (since is not None and position < since) or (names and event_name(topic) not in names):
+            continue
+        stream_session, route_id, stream_key = filed[stream]
+        event = runner.log.decode(row)
+        session_id = getattr(event, "session_id", None) if route_id else stream_session
+        if session_id not in sessions and route_id not in routes:
+            continue
+        out.append({"position": position, "at": event.timestamp.isoformat(), "event": event_name(topic),
+                    "actor": getattr(event, "actor", None), "cause": getattr(event, "cause", None),
+                    "session_id": session_id, "session_key": getattr(event, "session_key", None) or stream_key,
+                    "data": event_data(event)})
+    return out
+
+
+def position_at(runner: ProjectionRunner, moment: Any, *, after: bool = False) -> int | None:
+    """The last log position whose event happened at or before `moment` (an aware datetime), or
+    with `after` the first at or after it; None if there is none.
+
+    The clock finds the one block that holds the answer: for `after`, the first block whose latest
+    time reaches the moment (no earlier block has an event that late); then that block's events
+    are read from the log.
+    """
+    stamp = utc_text(moment)
+    if after:
+        block = runner.db.execute("SELECT min(block) FROM timeline_clock WHERE max_at >= ?", (stamp,)).fetchone()[0]
+    else:
+        block = runner.db.execute("SELECT max(block) FROM timeline_clock WHERE min_at <= ?", (stamp,)).fetchone()[0]
+    if block is None:
+        return None
+    upto = runner.positions().get("timeline", 0)
+    rows = runner.log.read(block * CLOCK_BLOCK, min(upto, (block + 1) * CLOCK_BLOCK), CLOCK_BLOCK)
+    times = [(row[0], utc_text(runner.log.decode(row).timestamp)) for row in rows]
+    found = [position for position, at in times if (at >= stamp if after else at <= stamp)]
+    if not found:
+        return None
+    return found[0] if after else found[-1]
+
+
+def time_of(runner: ProjectionRunner, position: int) -> str | None:
+    """When the event at a position happened (ISO text), None outside the log."""
+    rows = runner.log.read(position - 1, position, 1) if position > 0 else []
+    return runner.log.decode(rows[0]).timestamp.isoformat() if rows else None
+
+
+def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: str | None = None) -> set[str]:
+    """The sessions the events at after < position <= upto concern (only events of routing key
+    `key` if given)."""
+    rows: list[Row] = list(runner.log.scan(after, upto))
+    filed = {row[0]: row[1:] for row in _rows_in(
+        runner.db, "SELECT stream, session_id, route_id, session_key FROM timeline_streams WHERE stream IN ({})",
+        {runner.log.stream_of(row) for row in rows})}
+    touched = set()
+    for row in rows:
+        session_id, route_id, stream_key = filed.get(runner.log.stream_of(row), (None, None, None))
+        if route_id or key is not None:
+            event = runner.log.decode(row)
+            if route_id:
+                session_id = getattr(event, "session_id", None)
+            if key is not None and (getattr(event, "session_key", None) or stream_key) != key:
+                continue
+        if session_id:
+            touched.add(session_id)
+    return touched
+
+
+def _column(db: Any, sql: str, params: list[Any]) -> set[Any]:
+    return {row[0] for row in db.execute(sql, params)}
+
+
+def _column_in(db: Any, sql: str, values: Iterable[Any]) -> set[Any]:
+    return {row[0] for row in _rows_in(db, sql, values)}
+
+
+def _rows_in(db: Any, sql: str, values: Iterable[Any]) -> list[tuple[Any, ...]]:
+    """`sql` with its `IN ({})` filled with placeholders for `values`, in chunks."""
+    values = sorted(set(values))
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(values), _IN_LIMIT):
+        chunk = values[start:start + _IN_LIMIT]
+        rows += db.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+    return rows
+
