@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import UTC
-from typing import Any, Iterable, Protocol, Sequence
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 
 class Writer(Protocol):
@@ -84,8 +85,12 @@ class Rows:
     `new(key, **values)` adds a row; `get(key)` returns the row to change in place (read from
     the table on first use). `flush()` inserts the new rows and updates the changed ones with one
     executemany each, so a delivery recorded, attempted and delivered in one batch is one INSERT.
-    `key` names the key column, or a tuple of columns (then keys are tuples).
+    Written rows stay cached (up to CACHED) for the next batches of the same writer, which the
+    runner gives them only while nothing else has changed the table. `key` names the key
+    column, or a tuple of columns (then keys are tuples).
     """
+
+    CACHED = 20_000
 
     def __init__(self, t: Tables, table: str, columns: Sequence[str], key: str | tuple[str, ...]) -> None:
         self.t = t
@@ -97,37 +102,53 @@ class Rows:
         match = " AND ".join(f"{k}=?" for k in self.key_columns)
         self._select = f"SELECT {cols} FROM [{name}] WHERE {match}"
         self._insert = f"INSERT INTO [{name}] ({cols}) VALUES ({', '.join('?' * len(self.columns))})"
-        self._others = [c for c in self.columns if c not in self.key_columns]
-        self._update = f"UPDATE [{name}] SET {', '.join(f'{c}=?' for c in self._others)} WHERE {match}"
+        others = [c for c in self.columns if c not in self.key_columns]
+        self._update = f"UPDATE [{name}] SET {', '.join(f'{c}=?' for c in others)} WHERE {match}"
+        self._insert_values = _values(self.columns)
+        self._update_values = _values((*others, *self.key_columns))
+        self._blank = dict.fromkeys(self.columns)
         self.added: dict[Any, dict[str, Any]] = {}
         self.loaded: dict[Any, dict[str, Any]] = {}
+        self.clean: dict[Any, dict[str, Any]] = {}  # written, unchanged since
 
     def _key_values(self, key: Any) -> tuple[Any, ...]:
         return tuple(key) if self.composite else (key,)
 
     def new(self, key: Any, **values: Any) -> dict[str, Any]:
-        row = dict.fromkeys(self.columns)
+        row = self._blank.copy()
         row.update(values)
         row.update(zip(self.key_columns, self._key_values(key)))
         self.added[key] = row
         return row
 
     def get(self, key: Any) -> dict[str, Any] | None:
-        row = self.added.get(key)
+        row = self.added.get(key) or self.loaded.get(key)
         if row is None:
-            row = self.loaded.get(key)
-        if row is None:
-            found = self.t.db.execute(self._select, self._key_values(key)).fetchone()
-            if found is None:
-                return None
-            row = self.loaded[key] = dict(zip(self.columns, found))
+            row = self.clean.pop(key, None)
+            if row is None:
+                found = self.t.db.execute(self._select, self._key_values(key)).fetchone()
+                if found is None:
+                    return None
+                row = dict(zip(self.columns, found))
+            self.loaded[key] = row
         return row
 
     def flush(self) -> None:
         if self.added:
-            self.t.db.executemany(self._insert, [tuple(r[c] for c in self.columns) for r in self.added.values()])
-            self.added.clear()
+            self.t.db.executemany(self._insert, map(self._insert_values, self.added.values()))
         if self.loaded:
-            self.t.db.executemany(self._update, [(*(r[c] for c in self._others), *(r[k] for k in self.key_columns))
-                                                 for r in self.loaded.values()])
-            self.loaded.clear()
+            self.t.db.executemany(self._update, map(self._update_values, self.loaded.values()))
+        clean = self.clean
+        clean.update(self.added)
+        clean.update(self.loaded)
+        self.added, self.loaded = {}, {}
+        while len(clean) > self.CACHED:
+            del clean[next(iter(clean))]
+
+
+def _values(columns: Sequence[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A row dict's values in `columns` order, as a tuple."""
+    if len(columns) == 1:
+        only = columns[0]
+        return lambda row: (row[only],)
+    return itemgetter(*columns)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import typing
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Sequence
 from uuid import UUID
@@ -22,6 +23,7 @@ from eventsourcing.utils import resolve_topic
 
 Row = tuple[int, Any, int, str, bytes]
 _IDS_CACHED = 200_000
+_from_iso = datetime.fromisoformat
 _SCAN_BATCH = 5000
 _IN_LIMIT = 500  # ids per IN (...) list
 
@@ -56,7 +58,7 @@ class LogReader:
         self.transcoder = mapper.transcoder
         # The transcoder's own tagged-value walk, when it is turnlog's; the top level is done here.
         self._untag = getattr(self.transcoder, "_untag", None)
-        self.classes: dict[str, type | None] = {}  # None: decode with the library's mapper
+        self.plans: dict[str, tuple[type | None, tuple[str, ...]]] = {}
         self._ids: dict[str, UUID] = {}
 
     def head(self) -> int:
@@ -126,12 +128,21 @@ class LogReader:
 
     def decode(self, row: Row) -> Any:
         _, originator_id, version, topic, state = row
-        cls = self.classes.get(topic, ...)
-        if cls is ...:
-            cls = self.classes[topic] = self._fast_class(topic)
+        plan = self.plans.get(topic)
+        if plan is None:
+            plan = self.plans[topic] = self._plan(topic)
+        cls, times = plan
         if cls is not None:
-            data = self._state(state)
+            data = orjson.loads(state)
             if "class_version" not in data:
+                tags = state.count(b'"_type_"')
+                for name in times:
+                    value = data.get(name)
+                    if type(value) is dict and value.get("_type_") == "datetime_iso":
+                        data[name] = _from_iso(value["_data_"])
+                        tags -= 1
+                if tags:
+                    self._untag_rest(data)
                 data["originator_id"] = self._id(originator_id) if self.uuid_ids else originator_id
                 data["originator_version"] = version
                 event = object.__new__(cls)
@@ -142,24 +153,11 @@ class LogReader:
         stored = StoredEvent(originator_id=originator_id, originator_version=version, topic=topic, state=state)
         return self.app.mapper.to_domain_event(stored)
 
-    def _state(self, state: bytes) -> dict[str, Any]:
-        """The transcoder's decode, with the common case (tagged times at the top level) inline:
-        containers are walked only when they hold tagged values too."""
-        if self._untag is None:
-            return self.transcoder.decode(state)
-        data = orjson.loads(state)
-        tags = state.count(b'"_type_"')
-        if not tags:
-            return data
+    def _untag_rest(self, data: dict[str, Any]) -> None:
+        """Tagged values besides the known top-level times: the transcoder's own walk."""
         for name, value in data.items():
-            if type(value) is dict and value.get("_type_") == "datetime_iso" and len(value) == 2:
-                data[name] = datetime.fromisoformat(value["_data_"])
-                tags -= 1
-        if tags:
-            for name, value in data.items():
-                if type(value) is dict or type(value) is list:
-                    data[name] = self._untag(value)
-        return data
+            if type(value) is dict or type(value) is list:
+                data[name] = self._untag(value)
 
     def _id(self, text: str) -> UUID:
         found = self._ids.get(text)
@@ -169,11 +167,21 @@ class LogReader:
             found = self._ids[text] = _Id(text)
         return found
 
-    def _fast_class(self, topic: str) -> type | None:
-        if not self.fast:
-            return None
+    def _plan(self, topic: str) -> tuple[type | None, tuple[str, ...]]:
+        """How to decode a topic's events: its class and its fields typed as times, or no class
+        (decode with the library's mapper: an encrypted or compressed log, a class with upcasters,
+        a transcoder other than turnlog's)."""
+        if not self.fast or self._untag is None:
+            return None, ()
         cls = resolve_topic(topic)
-        return cls if getattr(cls, "class_version", 1) == 1 else None
+        if getattr(cls, "class_version", 1) != 1:
+            return None, ()
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # unresolvable annotations: the walk finds every tagged value anyway
+            hints = {}
+        return cls, tuple(name for name, hint in hints.items()
+                          if hint is datetime or datetime in typing.get_args(hint))
 
 
 def _same_sqlite_file(recorder: Any, views_path: str) -> bool:
