@@ -6,18 +6,18 @@
   with other text (the trigram index holds only CJK runs): a LIKE scan of the projection's own
   message table, newest first (spec §10; the same messages, only slower).
 
-Ranking is bm25 over the RANK_WINDOW newest matches (after filters): FTS5 computes bm25 for
-every row it ranks, which costs 2-5 µs a row, so ranking all 40,000 messages that contain a
-common word would take 80-200 ms. The scores are FTS5's own (idf over the whole index); only
-the candidates are bounded, to the most recent ones, which is also what a conversation search
-favours. A query with fewer matches than the window is ranked exactly. (bm25 also counts every
-row holding each phrase once per query, for its idf: that, not the window, is the floor of a
-query's cost.)
+Ranking is BM25 (FTS5's formula and statistics, search_rank.py) over the newest matches after
+filters: RANK_WINDOW of them, or RANK_DEPTH times the number of hits asked for if that is more.
+A conversation search favours what was said recently; a query with fewer matches than the window
+is ranked exactly. The window bounds the per-candidate work (reading its text and counting its
+terms, about 10 µs a candidate), and the term statistics cache removes the cost FTS5's bm25()
+pays in every query, counting every row that holds each phrase.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -26,9 +26,11 @@ from ..domain.fts_query import QueryPlan, QueryTooLong, Term, plan_query
 from ..errors import InvalidRequest
 from .runner import ProjectionRunner, is_corruption
 from .base import utc_text
+from .search_rank import TermStats, counter, idf, length, score
 
 MAX_LIMIT = 1000
-RANK_WINDOW = 500
+RANK_WINDOW = 100
+RANK_DEPTH = 5
 SNIPPET_TOKENS = 16
 MARK_OPEN, MARK_CLOSE, ELLIPSIS = ">>>", "<<<", "…"
 SNIPPET_CHARS = 60  # either side of a substring match
@@ -100,64 +102,82 @@ def run(runner: ProjectionRunner, query: str, *, session: str | None = None, key
     runner.catch_up(["search"])
     try:
         with runner.lock:
-            return search(runner.db, plan, filters, limit)
+            return search(runner.db, plan, filters, limit, _stats(runner))
     except sqlite3.DatabaseError as e:
         if not is_corruption(e):
             raise
         runner.repair("search", cause=e)
     with runner.lock:
-        return search(runner.db, plan, filters, limit)
+        return search(runner.db, plan, filters, limit, _stats(runner))
 
 
-def search(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: int) -> list[dict[str, Any]]:
+def search(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: int,
+           stats: TermStats | None = None) -> list[dict[str, Any]]:
     if plan.empty:
         return []
+    stats = stats or TermStats()
     if not plan.cjk:
-        return _ranked(db, "search_fts", plan.fts, filters, limit, "words")
+        return _ranked(db, WORDS, plan.fts, plan, filters, limit, stats)
     if plan.trigram_ok:
-        hits = _ranked(db, "search_fts_trigram", plan.trigram_fts(), filters, limit, "substring", snippets=False)
-        texts = _texts(db, [h["position"] for h in hits])
-        positive = [t for t in plan.terms if not t.negated]
-        return [{**h, "snippet": _snippet(texts.get(h["position"], ""), positive)} for h in hits]
+        return _ranked(db, TRIGRAMS, plan.trigram_fts(), plan, filters, limit, stats)
     return _scanned(db, plan, filters, limit)
 
 
-def _ranked(db: sqlite3.Connection, table: str, expr: str, filters: Filters, limit: int,
-            match: str, snippets: bool = True) -> list[dict[str, Any]]:
-    """`snippets=False`: the trigram index holds only CJK runs, so its snippets would too; the
-    caller makes them from the whole text."""
+WORDS, TRIGRAMS = "search_fts", "search_fts_trigram"
+
+
+_STATS: "weakref.WeakKeyDictionary[ProjectionRunner, TermStats]" = weakref.WeakKeyDictionary()
+
+
+def _stats(runner: ProjectionRunner) -> TermStats:
+    """The term statistics of this runner's index (one database's)."""
+    with runner.lock:
+        stats = _STATS.get(runner)
+        if stats is None:
+            stats = _STATS[runner] = TermStats()
+        return stats
+
+
+def _ranked(db: sqlite3.Connection, index: str, expr: str, plan: QueryPlan, filters: Filters,
+            limit: int, stats: TermStats) -> list[dict[str, Any]]:
+    """The newest matches (after filters), ranked by BM25 (search_rank.py)."""
     where, params = filters.sql()
-    snippet = f"snippet({table}, 0, '{MARK_OPEN}', '{MARK_CLOSE}', '{ELLIPSIS}', {SNIPPET_TOKENS})" \
-        if snippets else "''"
-    if not where:
-        row = db.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                         (expr, RANK_WINDOW - 1)).fetchone()
-        lowest = row[0] if row else 0
-        # `rank` (not a second bm25() call) reuses the sort's scores: bm25 first counts every row
-        # holding each phrase, which costs as much as the ranking itself.
-        hits = db.execute(f"SELECT rowid, rank, {snippet} FROM {table} WHERE {table} MATCH ?"
-                          f" AND rowid >= ? ORDER BY rank LIMIT ?", (expr, lowest, limit)).fetchall()
+    window = max(RANK_WINDOW, RANK_DEPTH * limit)
+    if where:
+        # The filters are on the message table; CROSS JOIN keeps the index outermost.
+        ids = [r[0] for r in db.execute(
+            f"SELECT {index}.rowid FROM {index} CROSS JOIN search_messages m ON m.id = {index}.rowid"
+            f" WHERE {index} MATCH ? AND {where} ORDER BY {index}.rowid DESC LIMIT ?",
+            (expr, *params, window))]
     else:
-        # The filters are on the message table; CROSS JOIN keeps the index outermost, so FTS5
-        # computes its statistics once for the whole query.
-        join = f"FROM {table} CROSS JOIN search_messages m ON m.id = {table}.rowid WHERE {table} MATCH ? AND {where}"
-        row = db.execute(f"SELECT {table}.rowid {join} ORDER BY {table}.rowid DESC LIMIT 1 OFFSET ?",
-                         (expr, *params, RANK_WINDOW - 1)).fetchone()
-        lowest = row[0] if row else 0
-        scored = db.execute(f"SELECT {table}.rowid, bm25({table}) {join} AND {table}.rowid >= ? ORDER BY 2 LIMIT ?",
-                            (expr, *params, lowest, limit)).fetchall()
-        hits = []
-        for rowid, score in scored:
-            text = db.execute(f"SELECT {snippet} FROM {table} WHERE {table} MATCH ? AND rowid = ?",
-                              (expr, rowid)).fetchone() if snippets else ("",)
-            hits.append((rowid, score, text[0] if text else ""))
-    meta = _metadata(db, [h[0] for h in hits])
-    out = []
-    for rowid, score, text in hits:
-        row = meta.get(rowid)
-        if row is not None:
-            out.append({**row, "snippet": text, "score": round(-score, 6), "match": match})
-    return out
+        ids = [r[0] for r in db.execute(
+            f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rowid DESC LIMIT ?", (expr, window))]
+    if not ids:
+        return []
+    trigram = index == TRIGRAMS
+    marks = ",".join("?" * len(ids))
+    texts = {rowid: (text, length(size)) for rowid, text, size in db.execute(
+        f"SELECT m.id, m.{'cjk' if trigram else 'text'}, d.sz FROM search_messages m"
+        f" JOIN {index}_docsize d ON d.id = m.id WHERE m.id IN ({marks})", ids)}
+    rows, average = stats.totals(db, index)
+    positive = [t for t in plan.terms if not t.negated]
+    phrases = [(counter(t, substring=trigram), idf(rows, stats.df(db, index, _phrase(t, trigram), rows)))
+               for t in positive]
+    scores = score(texts, phrases, average, substring=trigram)
+    top = sorted(ids, key=lambda rowid: (-scores.get(rowid, 0.0), -rowid))[:limit]
+    # Snippets from the whole text (the trigram index holds only its CJK runs), marking what the
+    # ranking counted; FTS5's snippet() would read each row's postings again, 0.5 ms a row here.
+    whole = _texts(db, top, "text")
+    patterns = [pattern for pattern, _ in phrases]
+    snippets = {rowid: _snippet(whole.get(rowid, ""), positive, patterns, substring=trigram) for rowid in top}
+    meta = _metadata(db, top)
+    return [{**meta[rowid], "snippet": snippets.get(rowid, ""), "score": round(scores.get(rowid, 0.0), 6),
+             "match": "substring" if trigram else "words"} for rowid in top if rowid in meta]
+
+
+def _phrase(term: Term, trigram: bool) -> str:
+    """The term alone as an FTS5 query, for its document frequency."""
+    return f'"{term.substring}"' if trigram else term.fts()
 
 
 def _scanned(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: int) -> list[dict[str, Any]]:
@@ -186,11 +206,11 @@ def _metadata(db: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Any
     return {r[0]: _row_dict(r) for r in rows}
 
 
-def _texts(db: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+def _texts(db: sqlite3.Connection, ids: list[int], column: str) -> dict[int, str]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    return dict(db.execute(f"SELECT id, text FROM search_messages WHERE id IN ({marks})", ids).fetchall())
+    return dict(db.execute(f"SELECT id, {column} FROM search_messages WHERE id IN ({marks})", ids).fetchall())
 
 
 def _row_dict(r: tuple[Any, ...]) -> dict[str, Any]:
@@ -202,11 +222,16 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _snippet(text: str, terms: list[Term]) -> str:
-    """Text around the first occurrence of a term, every occurrence marked as FTS5's snippet does."""
+def _snippet(text: str, terms: list[Term], patterns: list[Any] | None = None, substring: bool = True) -> str:
+    """Text around the first occurrence of a term, every occurrence marked as FTS5's snippet does.
+    With `patterns` (search_rank.counter), occurrences are those the ranking counted."""
     folded = text.casefold()
     spans = []
-    for term in terms:
+    if patterns is not None:
+        for pattern in patterns:
+            spans += [m.span() for m in pattern.finditer(folded)
+                      if substring or m.start() == 0 or not folded[m.start() - 1].isalnum()]
+    for term in terms if patterns is None else ():
         needle = term.substring.casefold()
         start = folded.find(needle) if needle else -1
         while start >= 0:
