@@ -8,13 +8,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +79,8 @@ def db(filled, tmp_path) -> str:
     return path
 
 
-def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, tmp_path, workers):
     clean = str(tmp_path / "clean.db")
     copy_db(db, clean)
     with Turnlog(db) as t:
@@ -86,12 +88,12 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
         routes_before = t.routes()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         child = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "rebuild", "--all", "--batch", "100",
-                                  "--pause", "25", "--json"], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
+                                  "--pause", "25", "--workers", str(workers), "--json"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             while True:
-                reached = [s["rebuild_position"] for s in t.projection_status() if s["rebuild_position"]]
-                if reached and 0 < min(reached) < head:
+                reached = [s["rebuild_position"] or 0 for s in t.projection_status()]
+                if 0 < min(reached) and max(reached) < head:  # every projection midway
                     break
                 assert child.poll() is None, f"the rebuild ended before it could be killed: {child.communicate()}"
             os.kill(child.pid, signal.SIGKILL)
@@ -99,12 +101,18 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
             child.wait()
         assert child.returncode == -signal.SIGKILL
 
+        # A helper process (workers=2) dies with the rebuild that started it: nothing moves on.
+        time.sleep(0.3)
+        settled = {s["name"]: s["rebuild_position"] for s in t.projection_status()}
+        time.sleep(0.5)
+        assert {s["name"]: s["rebuild_position"] for s in t.projection_status()} == settled
+
         status = {s["name"]: s for s in t.projection_status()}
         interrupted = {name: s["rebuild_position"] for name, s in status.items()}
         assert all(p is not None and 0 < p < head for p in interrupted.values()), interrupted
         assert t.routes() == routes_before  # the live read models kept serving, untouched
 
-    resumed = cli("--db", db, "rebuild", "--all", "--json")
+    resumed = cli("--db", db, "rebuild", "--all", "--workers", str(workers), "--json")
     assert resumed.exit_code == 0, resumed.output
     report = orjson.loads(resumed.output)
     assert report["resumed"] == interrupted
@@ -170,3 +178,26 @@ def test_catch_up_after_new_events_extends_rebuilt_models(db):
         t.release_lease(token)
         assert len(t.search("papaya")) == before + 1
         assert t.verify()["ok"] is True
+
+
+def test_a_rebuild_shared_by_two_processes_ends_like_one_by_a_single_process(db, tmp_path):
+    single = str(tmp_path / "single.db")
+    copy_db(db, single)
+    with Turnlog(db) as t:
+        head = t.projection_status()[0]["head"]
+        calls = []
+        report = t.rebuild_projections(workers=2, batch=300, progress=lambda d, n: calls.append((d, n)))
+    with Turnlog(single) as t:
+        assert t.rebuild_projections(workers=1)["events"] == head
+    assert report["events"] == head
+    assert calls and calls[-1] == (head, head)
+    assert table_dump(db) == table_dump(single)
+    assert cli("--db", db, "verify").exit_code == 0
+
+
+def test_rebuild_workers_must_be_a_positive_number(db):
+    with Turnlog(db) as t:
+        with pytest.raises(InvalidRequest, match="workers must be a positive whole number"):
+            t.rebuild_projections(workers=0)
+    result = cli("--db", db, "rebuild", "--all", "--workers", "0")
+    assert result.exit_code == 2 and "Traceback" not in result.output

@@ -479,15 +479,19 @@ class Turnlog:
 
     def rebuild_projections(self, names: Iterable[str] | None = None, *,
                             progress: Callable[[int, int], None] | None = None,
-                            pause: float = 0.0, batch: int | None = None) -> dict[str, Any]:
+                            pause: float = 0.0, batch: int | None = None,
+                            workers: int | None = None) -> dict[str, Any]:
         """Rebuild read models from the log into fresh tables and swap them in; resumes a rebuild
         that was killed. `progress(done, total)` is called after each batch; `batch` events per
-        transaction and `pause` seconds between batches let a live gateway's writes through.
-        Returns counts and seconds."""
-        if batch is not None and (not isinstance(batch, int) or batch < 1):
-            raise InvalidRequest(f"batch must be a positive number of events, not {batch!r}")
+        transaction and `pause` seconds between batches let a live gateway's writes through;
+        `workers` processes share the work (default: two for a large rebuild on two cores or
+        more, when this process has one thread). Returns counts and seconds."""
+        for what, value in (("batch", batch), ("workers", workers)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise InvalidRequest(f"{what} must be a positive whole number, not {value!r}")
         selected = self._projection_names(names)
-        return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch).to_dict()
+        return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch,
+                                            workers=workers).to_dict()
 
     def projection_status(self) -> list[dict[str, Any]]:
         """Each read model's position, the log's head, and the position of an unfinished rebuild."""

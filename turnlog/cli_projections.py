@@ -46,13 +46,15 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
-              help="Events per write transaction (default 5000).")
+              help="Events per write transaction (default 20000).")
 @click.option("--pause", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Milliseconds to wait between batches, to let a live gateway's writes through.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes sharing the work (default: 2 for a large rebuild on 2 cores or more).")
 @click.option("--json", "as_json", is_flag=True, help="Print counts and seconds as JSON (no progress bar).")
 @click.pass_context
 def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int | None, pause: float,
-            as_json: bool) -> None:
+            workers: int | None, as_json: bool) -> None:
     """Rebuild read models from the log into fresh tables, then swap them in.
 
     NAMES are projections (routes, sessions, timeline, messages, ledger, queue, leases, search,
@@ -75,7 +77,7 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
             bar.update(max(0, done - bar.pos), f"{rate:,.0f} events/s")
 
         report = t.rebuild_projections(None if all_ else list(names), progress=progress, pause=pause / 1000,
-                                         batch=batch)
+                                         batch=batch, workers=workers)
     if as_json:
         echo_json(report)
         return

@@ -24,6 +24,7 @@ from eventsourcing.utils import resolve_topic
 Row = tuple[int, Any, int, str, bytes]
 _IDS_CACHED = 200_000
 _from_iso = datetime.fromisoformat
+_TIME_PREFIX = b'{"timestamp":{"_type_":"datetime_iso","_data_":"'
 _SCAN_BATCH = 5000
 _IN_LIMIT = 500  # ids per IN (...) list
 
@@ -125,6 +126,18 @@ class LogReader:
     def _stored(self, stream: str) -> str:
         """A stream's id as the log's table holds it (SQLite: a UUID's hex)."""
         return UUID(stream).hex if self.uuid_ids else stream
+
+    def stored_time(self, row: Row) -> str | None:
+        """The event's time as fixed-width UTC text (base.utc_text) read straight from its stored
+        bytes, when turnlog's transcoder stored it there first, in UTC, with microseconds (as
+        it does for every event it writes); None otherwise (then decode the event)."""
+        state = row[4]
+        if self._untag is None or not state.startswith(_TIME_PREFIX):
+            return None
+        start = len(_TIME_PREFIX)
+        if state[start + 19:start + 20] != b"." or state[start + 26:start + 33] != b'+00:00"':
+            return None
+        return state[start:start + 32].decode()
 
     def decode(self, row: Row) -> Any:
         _, originator_id, version, topic, state = row

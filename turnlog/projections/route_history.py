@@ -14,6 +14,7 @@ from .base import topic_of
 
 class RouteHistoryProjection:
     name = "route_history"
+    weight = 0.3  # rebuild cost relative to the others (parallel.py)
     tables = ("route_history",)
     topics = ("turnlog:RouteRegistered", "turnlog:RouteBound", "turnlog:RouteDetached")
 

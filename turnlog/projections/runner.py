@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Sequence
 from eventsourcing.application import Application
 
 from ..errors import StoreError
+from . import parallel
 from .base import Projection, Tables
 from .legacy import LegacyProjection
 from .log import LogReader, Row
@@ -83,7 +84,7 @@ class ProjectionCorrupt(StoreError):
 @dataclass
 class RebuildReport:
     projections: list[str]
-    events: int = 0  # events read by this run
+    events: int = 0  # log positions this run covered
     head: int = 0
     resumed: dict[str, int] = field(default_factory=dict)  # name -> position an earlier run had reached
     seconds: float = 0.0
@@ -129,6 +130,7 @@ class ProjectionRunner:
         self._lock = threading.RLock()
         self.lock = self._lock  # held while reading the read-model connection from several threads
         self._repaired: set[str] = set()
+        self.write_lock: Any = None  # held around each write transaction while a rebuild is shared
         self._live = _Target(self.db, "", POSITIONS_TABLE)
         self._rebuilding = _Target(self.db, REBUILD_SUFFIX, REBUILDS_TABLE)
         self._ensure_schema()
@@ -167,7 +169,7 @@ class ProjectionRunner:
         self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (p.name,))
 
     def _write(self) -> "_WriteTransaction":
-        return _WriteTransaction(self.db)
+        return _WriteTransaction(self.db, self.write_lock)
 
     # -- positions ------------------------------------------------------------------------
 
@@ -253,7 +255,7 @@ class ProjectionRunner:
         writers = self._writers(target, ahead, kept)
         early = {n: w for n, w in writers.items() if getattr(w, "buffers", False)}
         self._apply(rows, early, ahead, target)
-        with _WriteTransaction(target.db):
+        with _WriteTransaction(target.db, self.write_lock):
             current = target.positions()
             if any(current.get(n, 0) != ahead[n] for n in ahead):  # another process moved it
                 ahead = {n: current[n] for n in ahead if n in current and current[n] < reached}
@@ -281,7 +283,7 @@ class ProjectionRunner:
         """Apply each row to the writers whose projection reads its topic and has not seen it."""
         if not writers:
             return
-        plan: dict[str, list[tuple[str, int, int, Callable[[Any, int], None]]]] = {}
+        plan: dict[str, list[tuple[str, int, int, Callable[..., None], bool]]] = {}
         bounds = {n: (after[n], target.stops.get(n, 1 << 62)) for n in writers}
         decode = self.log.decode
         name = ""
@@ -290,31 +292,44 @@ class ProjectionRunner:
                 position, topic = row[0], row[3]
                 todo = plan.get(topic)
                 if todo is None:
-                    todo = plan[topic] = [
-                        (n, *bounds[n], w.apply) for n, w in writers.items()
-                        if not self.projections[n].topics or topic in self.projections[n].topics]
+                    todo = plan[topic] = self._plan_topic(topic, writers, bounds)
                 event = None
-                for name, low, high, apply in todo:
+                for name, low, high, apply, raw in todo:
                     if low < position <= high:
-                        if event is None:
-                            event = decode(row)
-                        apply(event, position)
+                        if raw:
+                            apply(row, event, self.log)
+                        else:
+                            if event is None:
+                                event = decode(row)
+                            apply(event, position)
         except sqlite3.DatabaseError as e:
             if is_corruption(e):
                 raise ProjectionCorrupt(name, e) from e
             raise
 
+    def _plan_topic(self, topic: str, writers: dict[str, Any],
+                    bounds: dict[str, tuple[int, int]]) -> list[tuple[str, int, int, Callable[..., None], bool]]:
+        """The writers that read a topic. A writer with `apply_row(row, event, log)` takes the raw
+        row (and the event, if another writer had it decoded; `log.decode(row)` otherwise): it
+        comes last, so that it decodes only what no other writer did, and only when it needs to."""
+        reading = [(n, w) for n, w in writers.items()
+                   if not self.projections[n].topics or topic in self.projections[n].topics]
+        decoded = [(n, *bounds[n], w.apply, False) for n, w in reading if not hasattr(w, "apply_row")]
+        raw = [(n, *bounds[n], w.apply_row, True) for n, w in reading if hasattr(w, "apply_row")]
+        return decoded + raw
+
     # -- rebuild --------------------------------------------------------------------------
 
     def rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
-                pause: float = 0.0, batch: int | None = None) -> int:
-        """Rebuild the named read models (all by default) from the log; returns events read."""
-        return self.run_rebuild(names, progress=progress, pause=pause, batch=batch).events
+                pause: float = 0.0, batch: int | None = None, workers: int | None = None) -> int:
+        """Rebuild the named read models (all by default) from the log; returns events covered."""
+        return self.run_rebuild(names, progress=progress, pause=pause, batch=batch, workers=workers).events
 
     def run_rebuild(self, names: Iterable[str] | None = None, *, progress: Progress | None = None,
-                    pause: float = 0.0, batch: int | None = None) -> RebuildReport:
-        """`batch` events per transaction (default BATCH) and `pause` seconds between batches let
-        a live gateway's writes through a long rebuild."""
+                    pause: float = 0.0, batch: int | None = None, workers: int | None = None) -> RebuildReport:
+        """`batch` events per transaction (default REBUILD_BATCH) and `pause` seconds between
+        batches let a live gateway's writes through a long rebuild. `workers` processes share
+        the work (parallel.py; by default two for a large rebuild on two cores or more)."""
         selected = list(names) if names is not None else list(self.projections)
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
@@ -322,21 +337,51 @@ class ProjectionRunner:
         with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
             report.resumed = self._start_rebuild(selected)
             first = min(self._rebuilding.positions().get(n, 0) for n in selected)
-            kept: dict[str, tuple[Any, int]] = {}
-            while True:
-                head = self.head()
-                positions = self._rebuilding.positions()
-                behind = [n for n in selected if n in positions and positions[n] < head]
-                if not behind:
-                    break
-                report.events += self._pass(self._rebuilding, behind, positions, head, batch, kept)
-                if progress is not None:
-                    progress(report.events, max(head - first, report.events))
-                if pause:
-                    time.sleep(pause)
+            tell = None if progress is None else self._progress_reporter(selected, first, progress)
+            groups = parallel.plan(self, selected, workers, self.head() - first)
+            with parallel.helpers(self, groups[1:], batch, pause, tell):
+                self._fill(groups[0], batch, pause, tell)
+            self._fill(selected, batch, pause, tell)  # what helpers left and the log gained meanwhile
+            if tell is not None:
+                tell()
             report.head = self._swap(selected)
+            report.events = max(report.head - first, 0)
         report.seconds = time.perf_counter() - started
         return report
+
+    def fill(self, names: list[str], *, batch: int | None = None, pause: float = 0.0) -> None:
+        """Fill the fresh tables of a rebuild started elsewhere up to the log's head (no swap)."""
+        with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
+            self._fill(names, batch or REBUILD_BATCH, pause, None)
+
+    def _fill(self, names: list[str], batch: int, pause: float, tell: Callable[[], None] | None) -> None:
+        kept: dict[str, tuple[Any, int]] = {}
+        while True:
+            head = self.head()
+            positions = self._rebuilding.positions()
+            behind = [n for n in names if n in positions and positions[n] < head]
+            if not behind:
+                return
+            self._pass(self._rebuilding, behind, positions, head, batch, kept)
+            if tell is not None:
+                tell()
+            if pause:
+                time.sleep(pause)
+
+    def _progress_reporter(self, names: list[str], first: int, progress: Progress) -> Callable[[], None]:
+        """Reports events done (the mean of the projections' positions) out of events to do,
+        each time it changes."""
+        last: list[tuple[int, int]] = []
+
+        def tell() -> None:
+            head = self.head()
+            positions = self._rebuilding.positions()
+            reached = [min(positions.get(n, head), head) - first for n in names]
+            now = (max(0, round(sum(reached) / len(reached))) if reached else 0, max(head - first, 1))
+            if not last or last[0] != now:
+                last[:] = [now]
+                progress(*now)
+        return tell
 
     def _start_rebuild(self, selected: list[str]) -> dict[str, int]:
         """Create the fresh tables of each projection, or find those a killed rebuild left."""
@@ -465,20 +510,32 @@ class _WriteTransaction:
     Re-entrant: a nested use inside an open transaction joins it.
     """
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: Any = None) -> None:
         self.db = db
+        self.lock = lock
         self.outer = False
 
     def __enter__(self) -> sqlite3.Connection:
         if not self.db.in_transaction:
-            self.db.execute("BEGIN IMMEDIATE")
+            if self.lock is not None:
+                self.lock.__enter__()
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                if self.lock is not None:
+                    self.lock.__exit__(None, None, None)
+                raise
             self.outer = True
         return self.db
 
     def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
         if not self.outer:
             return
-        if exc_type is None:
-            self.db.execute("COMMIT")
-        else:
-            self.db.execute("ROLLBACK")
+        try:
+            if exc_type is None:
+                self.db.execute("COMMIT")
+            else:
+                self.db.execute("ROLLBACK")
+        finally:
+            if self.lock is not None:
+                self.lock.__exit__(None, None, None)

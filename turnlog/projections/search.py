@@ -46,6 +46,7 @@ def searchable_text(e: Any) -> str:
 
 class SearchProjection:
     name = "search"
+    weight = 6.7  # rebuild cost relative to the others (parallel.py)
     version = 2  # 2: the trigram index holds only CJK runs (column cjk)
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
     topics = (CREATED, REOPENED, APPENDED)

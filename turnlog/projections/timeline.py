@@ -44,6 +44,7 @@ def filing(topic: str, stream: str, data: dict[str, Any]) -> tuple[str | None, s
 
 class TimelineProjection:
     name = "timeline"
+    weight = 6.6  # rebuild cost relative to the others (parallel.py)
     version = 2  # 2: an index of streams and a clock instead of a copy of every event
     tables = ("timeline_streams", "timeline_mentions", "timeline_clock")
     retired = ("timeline",)
@@ -85,23 +86,32 @@ class TimelineProjection:
 
 
 class _TimelineWriter:
-    """Buffers new streams, mentions and clock blocks; a stream's filing is read at most once."""
+    """Buffers new streams, mentions and clock blocks; a stream's filing is read at most once.
 
-    buffers = True  # apply() only reads; it writes in flush()
+    It takes raw rows (runner._plan_topic): most events need no decoding here, only their time,
+    which the log reader reads from the stored bytes; a stream's first event and the events of
+    streams filed under a route (for the sessions they name) are decoded.
+    """
+
+    buffers = True  # it only reads until flush()
 
     def __init__(self, t: Tables) -> None:
         self.t = t
-        self.routed: dict[str, bool] = {}  # stream -> filed under a route
+        self.routed: dict[Any, bool] = {}  # the log's id of a stream -> filed under a route
         self.mentioned: set[tuple[str, str]] = set()
         self.new_streams: list[tuple[Any, ...]] = []
         self.new_mentions: list[tuple[str, str, int]] = []
-        self.clock: dict[int, list[Any]] = {}  # block -> [earliest, latest] time
+        self.clock: dict[int, list[str]] = {}  # block -> [earliest, latest] time, UTC text
         self.select_stream = t.sql("SELECT route_id FROM {timeline_streams} WHERE stream=?")
         self.select_mention = t.sql("SELECT 1 FROM {timeline_mentions} WHERE stream=? AND session_id=?")
 
-    def apply(self, event: Any, position: int) -> None:
-        stream = str(event.originator_id)
-        at = event.timestamp
+    def apply_row(self, row: Any, event: Any, log: Any) -> None:
+        position, ident = row[0], row[1]
+        decode = log.decode
+        at = log.stored_time(row)
+        if at is None:
+            event = event or decode(row)
+            at = utc_text(event.timestamp)
         block = self.clock.get(clock_block(position))
         if block is None:
             self.clock[clock_block(position)] = [at, at]
@@ -109,11 +119,14 @@ class _TimelineWriter:
             block[0] = at
         elif at > block[1]:
             block[1] = at
-        routed = self.routed.get(stream)
+        routed = self.routed.get(ident)
         if routed is None:
-            routed = self._routed(stream, event, position)
+            event = event or decode(row)
+            routed = self.routed[ident] = self._routed(str(event.originator_id), event, position)
         if routed:
+            event = event or decode(row)
             session_id = getattr(event, "session_id", None)
+            stream = str(event.originator_id)
             if session_id and (stream, session_id) not in self.mentioned:
                 self._mention(stream, session_id, position)
 
@@ -125,8 +138,7 @@ class _TimelineWriter:
             session_id, route_id, key = filing(topic, stream, event.__dict__)
             self.new_streams.append((stream, event_name(topic), position, session_id, route_id, key))
             found = (route_id,)
-        self.routed[stream] = routed = found[0] is not None
-        return routed
+        return found[0] is not None
 
     def _mention(self, stream: str, session_id: str, position: int) -> None:
         self.mentioned.add((stream, session_id))
@@ -144,5 +156,5 @@ class _TimelineWriter:
             self.t.executemany(
                 "INSERT INTO {timeline_clock} VALUES (?,?,?) ON CONFLICT (block) DO UPDATE SET"
                 " min_at=min(min_at, excluded.min_at), max_at=max(max_at, excluded.max_at)",
-                [(block, utc_text(low), utc_text(high)) for block, (low, high) in self.clock.items()])
+                [(block, low, high) for block, (low, high) in self.clock.items()])
             self.clock = {}

@@ -15,6 +15,7 @@ def _iso(event: Any) -> str:
 
 class MessagesProjection:
     name = "messages"
+    weight = 3.9  # rebuild cost relative to the others (parallel.py)
     tables = ("messages",)
     topics = ("turnlog:MessageAppended",)
 
@@ -84,6 +85,7 @@ _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
 
 class LedgerProjection:
     name = "ledger"
+    weight = 4.1  # rebuild cost relative to the others (parallel.py)
     tables = ("deliveries",)
     topics = ("turnlog:DeliveryRecorded", *_DELIVERY_CHANGES)
 
@@ -145,6 +147,7 @@ _ITEM_COLUMNS = ("inbox_id", "item_id", "session_key", "kind", "text", "message_
 
 class QueueProjection:
     name = "queue"
+    weight = 4.2  # rebuild cost relative to the others (parallel.py)
     tables = ("queue_items", "inboxes")
     topics = ("turnlog:InboxOpened", "turnlog:InboundAccepted", "turnlog:InboundStarted",
               "turnlog:InboundCompleted", "turnlog:InboundDropped", "turnlog:InboundRejected")
@@ -242,6 +245,7 @@ _LEASE_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
 
 class LeasesProjection:
     name = "leases"
+    weight = 3.2  # rebuild cost relative to the others (parallel.py)
     tables = ("leases",)
     topics = ("turnlog:LeaseOpened", *_LEASE_CHANGES)
 
