@@ -327,3 +327,28 @@ def test_cli_search_with_no_hits_says_so(db):
     result = CliRunner().invoke(main, ["--db", db, "search", "nothing-like-this"])
     assert result.exit_code == 0
     assert result.output.strip() == "(none)"
+
+
+def test_the_search_table_holds_every_field_of_each_transcript_message(tmp_path, clock):
+    db = str(tmp_path / "fields.db")
+    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
+        session_id = t.get_or_create_session(ALICE).session_id
+        token = t.acquire_lease(session_id, t.routing_key(ALICE), timeout=1)
+        t.append_message(token, "user", "what is the weather", platform_message_id="m7")
+        t.append_message(token, "assistant", "checking", tool_calls=[{"id": "c1", "name": "weather"}],
+                         token_count=12, finish_reason="tool_calls")
+        t.append_message(token, "tool", "sunny", tool_call_id="c1", name="weather")
+        t.release_lease(token)
+        transcript = t.transcript(session_id)
+        t.catch_up()
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    rows = [dict(r) for r in conn.execute(
+        "SELECT seq, role, coalesce(content, text) AS content, tool_calls, tool_call_id, name, token_count,"
+        " finish_reason, platform_message_id, epoch, turn_id, actor, cause FROM search_messages"
+        " WHERE session_id=? ORDER BY seq", (session_id,))]
+    conn.close()
+    assert [r["content"] for r in rows] == ["what is the weather", "checking", "sunny"]
+    for row, message in zip(rows, transcript):
+        row["tool_calls"] = orjson.loads(row["tool_calls"]) if row["tool_calls"] else None
+        assert row == {k: message[k] for k in row}, (row, message)

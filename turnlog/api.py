@@ -37,7 +37,7 @@ from .projections.timeline import TimelineProjection
 from .projections.chain import ChainBreak, ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
-from .projections.turns import LeasesProjection, LedgerProjection, MessagesProjection, QueueProjection
+from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
 from .projections.search import SearchProjection
 from .projections import search_query, timeline_query, verify as _verify
 
@@ -93,7 +93,7 @@ class Turnlog:
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
-            [RoutesProjection(), SessionsProjection(), TimelineProjection(), MessagesProjection(),
+            [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
              SearchProjection()],
         )

@@ -57,7 +57,7 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
             workers: int | None, as_json: bool) -> None:
     """Rebuild read models from the log into fresh tables, then swap them in.
 
-    NAMES are projections (routes, sessions, timeline, messages, ledger, queue, leases, search,
+    NAMES are projections (routes, sessions, timeline, ledger, queue, leases, route_history, search,
     ...). A rebuild that was interrupted resumes where it stopped when run again. On a terminal
     a progress bar shows events/s and the time left.
     """

@@ -1,8 +1,11 @@
-"""The full-text index of every transcript message (spec §10): two FTS5 indexes over one table.
+"""The transcripts read model and their full-text index (spec §10): two FTS5 indexes over one table.
 
-`search_messages` holds, per message, what is searched (its content, tool name and tool calls)
-and what a search filters on: session, routing key, platform, role and time. Its rowid is the
-message event's log position, so a rebuild gives every row the same id again.
+`search_messages` holds every message: what is searched (`text`: its content, tool name and tool
+calls), what a search filters on (session, routing key, platform, role, time) and the message's
+other fields (`content` is NULL where it equals `text`, as it does for most messages; read
+coalesce(content, text)). Its rowid is the message event's log position, so a rebuild gives
+every row the same id again. (The transcripts were a table of their own; keeping one copy
+halves what a rebuild writes for them.)
 
 `search_fts` (unicode61: words, ranked by bm25) indexes the whole text; `search_fts_trigram`
 (trigram: substrings, for Chinese, Japanese and Korean, which have no spaces between words)
@@ -46,9 +49,10 @@ def searchable_text(e: Any) -> str:
 
 class SearchProjection:
     name = "search"
-    weight = 6.7  # rebuild cost relative to the others (parallel.py)
-    version = 2  # 2: the trigram index holds only CJK runs (column cjk)
+    weight = 8.4  # rebuild cost relative to the others (parallel.py)
+    version = 3  # 2: the trigram index holds only CJK runs (column cjk); 3: every message field
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
+    retired = ("messages",)  # the transcripts table of the former `messages` projection
     topics = (CREATED, REOPENED, APPENDED)
 
     def create(self, t: Tables) -> None:
@@ -69,7 +73,18 @@ class SearchProjection:
                 platform TEXT,
                 at TEXT NOT NULL,
                 text TEXT NOT NULL,
-                cjk TEXT NOT NULL)"""
+                cjk TEXT NOT NULL,
+                content TEXT,
+                tool_calls TEXT,
+                tool_call_id TEXT,
+                name TEXT,
+                token_count INTEGER,
+                finish_reason TEXT,
+                platform_message_id TEXT,
+                epoch INTEGER NOT NULL,
+                turn_id TEXT NOT NULL,
+                actor TEXT,
+                cause TEXT)"""
         )
         # content= names the live table on purpose: see the module docstring.
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts} USING fts5("
@@ -133,7 +148,10 @@ class _SearchWriter:
             text = searchable_text(e)
             cjk = cjk_runs(text)
             self.rows.append((position, e.session_id, e.originator_version, e.role, key, platform,
-                              utc_text(e.timestamp), text, cjk))
+                              utc_text(e.timestamp), text, cjk, None if text == e.content else e.content,
+                              None if e.tool_calls is None else orjson.dumps(e.tool_calls).decode(), e.tool_call_id,
+                              e.name, e.token_count, e.finish_reason, e.platform_message_id, e.epoch, e.turn_id,
+                              e.actor, e.cause))
             self.texts.append((position, text))
             if cjk:
                 self.cjk.append((position, cjk))
@@ -171,7 +189,8 @@ class _SearchWriter:
         self.new_sessions, self.rekeyed = [], []
         if not self.rows:
             return
-        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?)", self.rows)
+        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           self.rows)
         self.t.executemany("INSERT INTO {search_fts} (rowid, text) VALUES (?,?)", self.texts)
         self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)", self.cjk)
         self.rows, self.texts, self.cjk = [], [], []

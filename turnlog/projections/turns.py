@@ -1,4 +1,4 @@
-"""Read models of turns: transcripts, the delivery ledger, the inbound queue and lease holders."""
+"""Read models of turns: the delivery ledger, the inbound queue and lease holders (transcripts: search.py)."""
 
 from __future__ import annotations
 
@@ -11,61 +11,6 @@ from .base import Rows, Tables, topic_of
 
 def _iso(event: Any) -> str:
     return event.timestamp.isoformat()
-
-
-class MessagesProjection:
-    name = "messages"
-    weight = 3.9  # rebuild cost relative to the others (parallel.py)
-    tables = ("messages",)
-    topics = ("turnlog:MessageAppended",)
-
-    def create(self, t: Tables) -> None:
-        t.execute(
-            """CREATE TABLE IF NOT EXISTS {messages} (
-                session_id TEXT NOT NULL,
-                seq INTEGER NOT NULL,
-                role TEXT NOT NULL,
-                content TEXT NOT NULL,
-                tool_calls TEXT,
-                tool_call_id TEXT,
-                name TEXT,
-                token_count INTEGER,
-                finish_reason TEXT,
-                platform_message_id TEXT,
-                epoch INTEGER NOT NULL,
-                turn_id TEXT NOT NULL,
-                actor TEXT,
-                cause TEXT,
-                at TEXT NOT NULL,
-                position INTEGER NOT NULL,
-                PRIMARY KEY (session_id, seq))"""
-        )
-
-    def create_indexes(self, t: Tables) -> None:
-        pass
-
-    def writer(self, t: Tables) -> "_MessagesWriter":
-        return _MessagesWriter(t)
-
-
-class _MessagesWriter:
-    buffers = True  # apply() only reads; it writes in flush()
-
-    def __init__(self, t: Tables) -> None:
-        self.t = t
-        self.rows: list[tuple[Any, ...]] = []
-
-    def apply(self, e: Any, position: int) -> None:
-        self.rows.append(
-            (e.session_id, e.originator_version, e.role, e.content,
-             None if e.tool_calls is None else orjson.dumps(e.tool_calls).decode(), e.tool_call_id, e.name,
-             e.token_count, e.finish_reason, e.platform_message_id, e.epoch, e.turn_id, e.actor, e.cause, _iso(e),
-             position))
-
-    def flush(self) -> None:
-        if self.rows:
-            self.t.executemany("INSERT INTO {messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.rows)
-            self.rows = []
 
 
 _DELIVERY_COLUMNS = ("delivery_id", "session_id", "seq", "session_key", "platform", "chat_id", "thread_id", "content",
@@ -85,7 +30,7 @@ _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
 
 class LedgerProjection:
     name = "ledger"
-    weight = 4.1  # rebuild cost relative to the others (parallel.py)
+    weight = 4.0  # rebuild cost relative to the others (parallel.py)
     tables = ("deliveries",)
     topics = ("turnlog:DeliveryRecorded", *_DELIVERY_CHANGES)
 
@@ -147,7 +92,7 @@ _ITEM_COLUMNS = ("inbox_id", "item_id", "session_key", "kind", "text", "message_
 
 class QueueProjection:
     name = "queue"
-    weight = 4.2  # rebuild cost relative to the others (parallel.py)
+    weight = 3.9  # rebuild cost relative to the others (parallel.py)
     tables = ("queue_items", "inboxes")
     topics = ("turnlog:InboxOpened", "turnlog:InboundAccepted", "turnlog:InboundStarted",
               "turnlog:InboundCompleted", "turnlog:InboundDropped", "turnlog:InboundRejected")
@@ -245,7 +190,7 @@ _LEASE_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
 
 class LeasesProjection:
     name = "leases"
-    weight = 3.2  # rebuild cost relative to the others (parallel.py)
+    weight = 3.6  # rebuild cost relative to the others (parallel.py)
     tables = ("leases",)
     topics = ("turnlog:LeaseOpened", *_LEASE_CHANGES)
 
