@@ -59,8 +59,10 @@ def can_share(runner: "ProjectionRunner") -> bool:
 
 def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo: int) -> list[list[str]]:
     """The projections each process rebuilds (this process the first group): groups of about
-    equal `weight` (a projection's relative rebuild cost, 1 by default). `workers` None: two
-    on a machine with two cores or more for a rebuild of at least PARALLEL_MIN_EVENTS events."""
+    equal `weight` (a projection's relative rebuild cost, 1 by default; the projections' own
+    weights were measured on the standard workload so that both processes finish together).
+    `workers` None: two on a machine with two cores or more for a rebuild of at least
+    PARALLEL_MIN_EVENTS events."""
     if workers is None:
         workers = 2 if (os.cpu_count() or 1) >= 2 and todo >= PARALLEL_MIN_EVENTS else 1
     workers = max(1, min(workers, len(names)))

@@ -106,7 +106,7 @@ _SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "ch
 
 class SessionsProjection:
     name = "sessions"
-    weight = 1.0  # rebuild cost relative to the others (parallel.py)
+    weight = 1.5  # rebuild cost relative to the others (parallel.py)
     tables = ("sessions",)
     topics = ("turnlog:SessionCreated", *_SESSION_CHANGES)
 
