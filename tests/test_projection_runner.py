@@ -115,6 +115,7 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
     resumed = cli("--db", db, "rebuild", "--all", "--workers", str(workers), "--json")
     assert resumed.exit_code == 0, resumed.output
     report = orjson.loads(resumed.output)
+    assert report["workers"] == workers
     assert report["resumed"] == interrupted
     assert report["events"] == head - min(interrupted.values())  # only the rest of the log was read
 
@@ -189,7 +190,7 @@ def test_a_rebuild_shared_by_two_processes_ends_like_one_by_a_single_process(db,
         report = t.rebuild_projections(workers=2, batch=300, progress=lambda d, n: calls.append((d, n)))
     with Turnlog(single) as t:
         assert t.rebuild_projections(workers=1)["events"] == head
-    assert report["events"] == head
+    assert (report["events"], report["workers"]) == (head, 2)
     assert calls and calls[-1] == (head, head)
     assert table_dump(db) == table_dump(single)
     assert cli("--db", db, "verify").exit_code == 0
@@ -201,3 +202,25 @@ def test_rebuild_workers_must_be_a_positive_number(db):
             t.rebuild_projections(workers=0)
     result = cli("--db", db, "rebuild", "--all", "--workers", "0")
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_a_failed_helper_process_is_reported_and_a_rerun_finishes_the_rebuild(db, tmp_path, monkeypatch):
+    from turnlog import StoreError
+    from turnlog.projections.runner import ProjectionRunner
+
+    single = str(tmp_path / "single.db")
+    copy_db(db, single)
+
+    def broken(self, names, **options):
+        raise RuntimeError("disk on fire")
+
+    with Turnlog(db) as t:
+        with monkeypatch.context() as m:
+            m.setattr(ProjectionRunner, "fill", broken)  # the forked helper runs this
+            with pytest.raises(StoreError, match="rebuild helper process failed"):
+                t.rebuild_projections(workers=2)
+        assert any(s["rebuild_position"] is not None for s in t.projection_status())  # kept for a rerun
+        assert t.rebuild_projections(workers=2)["workers"] == 2
+    with Turnlog(single) as t:
+        t.rebuild_projections(workers=1)
+    assert table_dump(db) == table_dump(single)

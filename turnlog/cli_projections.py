@@ -82,8 +82,9 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
         echo_json(report)
         return
     rate = f", {report['events_per_s']:,} events/s" if report["events_per_s"] else ""
+    shared = f", {report['workers']} processes" if report["workers"] > 1 else ""
     click.echo(f"rebuilt from {report['events']} events: {', '.join(report['projections'])}"
-               f" ({report['seconds']} s{rate})")
+               f" ({report['seconds']} s{rate}{shared})")
     for name, position in report["resumed"].items():
         click.echo(f"{name}: resumed an interrupted rebuild at position {position}")
 

@@ -88,10 +88,11 @@ class RebuildReport:
     head: int = 0
     resumed: dict[str, int] = field(default_factory=dict)  # name -> position an earlier run had reached
     seconds: float = 0.0
+    workers: int = 1  # processes that shared the work
 
     def to_dict(self) -> dict[str, Any]:
         return {"projections": self.projections, "events": self.events, "head": self.head,
-                "resumed": self.resumed, "seconds": round(self.seconds, 3),
+                "resumed": self.resumed, "seconds": round(self.seconds, 3), "workers": self.workers,
                 "events_per_s": round(self.events / self.seconds) if self.seconds else None}
 
 
@@ -339,6 +340,7 @@ class ProjectionRunner:
             first = min(self._rebuilding.positions().get(n, 0) for n in selected)
             tell = None if progress is None else self._progress_reporter(selected, first, progress)
             groups = parallel.plan(self, selected, workers, self.head() - first)
+            report.workers = len(groups)
             with parallel.helpers(self, groups[1:], batch, pause, tell):
                 self._fill(groups[0], batch, pause, tell)
             self._fill(selected, batch, pause, tell)  # what helpers left and the log gained meanwhile
