@@ -10,6 +10,7 @@ state)` and `decode(row)` gives the same domain event object as the library's ma
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import typing
 from datetime import datetime
@@ -100,6 +101,7 @@ class LogReader:
             rows += self.sql.execute(
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table}"
                 f" WHERE originator_id IN ({','.join('?' * len(chunk))}) AND rowid <= ?", (*chunk, upto)).fetchall()
+        rows = [tuple(row) for row in rows]
         rows.sort()
         return rows
 
@@ -207,9 +209,34 @@ def _same_sqlite_file(recorder: Any, views_path: str) -> bool:
     return os.path.realpath(db_name) == os.path.realpath(views_path)
 
 
-def _log_connection(recorder: Any) -> sqlite3.Connection | None:
+def _log_connection(recorder: Any) -> Any:
     datastore = getattr(recorder, "datastore", None)
+    if type(datastore).__name__ == "PostgresDatastore":
+        return _PostgresLog(datastore)
     db_name = getattr(getattr(datastore, "pool", None), "db_name", None)
     if not isinstance(db_name, str) or ":memory:" in db_name or db_name.startswith("file:"):
         return None
     return sqlite3.connect(f"file:{db_name}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+
+
+class _PostgresLog:
+    """The few queries the log reader makes, run on a PostgreSQL log through the recorder's own
+    connection pool: its SQL, written for SQLite, names the position `rowid` and marks parameters
+    `?`; here they are `notification_id` and `%s`."""
+
+    def __init__(self, datastore: Any) -> None:
+        self.datastore = datastore
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> "_Rows":
+        sql = re.sub(r"\browid\b", "notification_id", sql).replace("?", "%s")
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(sql, tuple(params))
+            return _Rows([tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in cursor.fetchall()])
+
+
+class _Rows(list):  # type: ignore[type-arg]
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+    def fetchone(self) -> Any:
+        return self[0] if self else None

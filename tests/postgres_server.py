@@ -1,0 +1,68 @@
+"""A throwaway PostgreSQL server for the tests: initdb into a temporary folder, listening only on
+a Unix socket there, stopped at the end. Uses the Debian binaries (.ci/run installs them).
+
+As root, the server runs as the `postgres` user (PostgreSQL refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import quote
+
+
+def binaries() -> Path | None:
+    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if Path(candidate, "initdb").exists():
+            return Path(candidate)
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def server() -> Iterator[str]:
+    """Yields a URL prefix `postgresql://postgres@<socket dir>:<port>/`; add a database name."""
+    bin_dir = binaries()
+    if bin_dir is None:
+        raise RuntimeError("PostgreSQL's initdb was not found: install the postgresql package (.ci/run does)")
+    home = Path(tempfile.mkdtemp(prefix="turnlog-pg-"))
+    data, sock = home / "data", home
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(home, "postgres")
+        os.chmod(home, 0o755)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+    run = lambda *args: subprocess.run([*as_user, *args], check=True, capture_output=True, text=True)  # noqa: E731
+    run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(home / "log"), "-w", "-o",
+        f"-p {port} -k {sock} -c listen_addresses='' -c fsync=off -c max_connections=50", "start")
+    try:
+        yield f"postgresql://postgres@{quote(str(sock), safe='')}:{port}/"
+    finally:
+        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        time.sleep(0.1)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def create_database(prefix: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(prefix + "postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return prefix + name

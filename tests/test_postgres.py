@@ -1,0 +1,151 @@
+"""The same engine with its log in PostgreSQL: two gateways (each with its own read-model file)
+share one log; routing races between processes, the turn lease across gateways, search, the
+audit history, time travel, rebuild and verify.
+
+A throwaway server is started from the Debian binaries (tests/postgres_server.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from postgres_server import create_database, server
+from turnlog import LeaseTimeout, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+
+ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
+BOB = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
+PROCESSES, ROUNDS, TIMEOUT_S = 4, 8, 60
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def pg():
+    with server() as prefix:
+        yield prefix
+
+
+@pytest.fixture
+def url(pg):
+    return create_database(pg, f"turnlog_{next(_names)}")
+
+
+def engines(url: str, tmp_path, clock: ManualClock) -> tuple[Turnlog, Turnlog]:
+    ids = SequentialIds()
+    a = Turnlog(url, views=str(tmp_path / "a.db"), clock=clock, session_ids=ids, owner="gateway-a")
+    b = Turnlog(url, views=str(tmp_path / "b.db"), clock=clock, session_ids=ids, owner="gateway-b")
+    return a, b
+
+
+def test_two_gateways_share_one_postgres_log(url, tmp_path):
+    clock = ManualClock("2026-03-01T10:00:00+00:00")
+    a, b = engines(url, tmp_path, clock)
+    try:
+        clock.advance(5)
+        a.handle_message(ALICE, "please check the 数据库迁移 kiwi", lambda h, i: "kiwi checked", lambda text: None)
+        clock.advance(5)
+        b.handle_message(BOB, "deploy the gateway", lambda h, i: "deployed", lambda text: None)
+
+        # Each gateway's read models come from the one log.
+        assert a.routes() == b.routes() and len(a.routes()) == 2
+        assert [s["session_id"] for s in a.sessions()] == [s["session_id"] for s in b.sessions()]
+        alice_session = a.get_or_create_session(ALICE).session_id
+        assert [m["content"] for m in b.transcript(alice_session)] == ["please check the 数据库迁移 kiwi",
+                                                                      "kiwi checked"]
+
+        # Search, in the other gateway's read models.
+        assert [h["session_id"] for h in b.search("kiwi")] == [alice_session, alice_session]
+        assert [h["session_id"] for h in b.search("数据库")] == [alice_session]
+        assert b.search("数据") and b.search("deploy")[0]["platform"] == "slack"
+
+        # The audit history says who did what, whichever gateway wrote it.
+        history = b.history(a.routing_key(ALICE))
+        assert {h.event for h in history} >= {"RouteRegistered", "SessionCreated", "LeaseAcquired",
+                                              "MessageAppended", "DeliveryDelivered", "LeaseReleased"}
+        assert all(h.actor and h.cause for h in history)
+        assert history == a.history(a.routing_key(ALICE))
+
+        # Time travel: before Bob's message the map had one route.
+        registered = next(h.position for h in b.history(b.routing_key(BOB)) if h.event == "RouteRegistered")
+        assert len(b.at(f"#{registered - 1}").routes()) == 1
+        assert len(b.at(f"#{registered}").routes()) == 2
+
+        # The read models rebuild from the PostgreSQL log and verify against it.
+        before = (b.routes(), b.sessions(), b.ledger(), b.search("kiwi"))
+        report = b.rebuild_projections()
+        assert report["events"] == report["head"] and report["workers"] == 1
+        assert (b.routes(), b.sessions(), b.ledger(), b.search("kiwi")) == before
+        assert b.verify()["ok"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_turn_lease_fences_across_gateways(url, tmp_path):
+    clock = ManualClock("2026-03-01T10:00:00+00:00")
+    a, b = engines(url, tmp_path, clock)
+    try:
+        session_id = a.get_or_create_session(ALICE).session_id
+        key = a.routing_key(ALICE)
+        held = a.acquire_lease(session_id, key, timeout=1)
+        with pytest.raises(LeaseTimeout):
+            b.acquire_lease(session_id, key, timeout=0.2)
+        clock.advance(3600)  # far past the lease's time to live: B takes the turn over
+        taken = b.acquire_lease(session_id, key, timeout=1)
+        assert taken.epoch > held.epoch
+        with pytest.raises(StaleLease):
+            a.append_message(held, "assistant", "too late")
+        b.append_message(taken, "assistant", "in time")
+        b.release_lease(taken)
+        assert [m["content"] for m in a.transcript(session_id)] == ["in time"]
+        leases = [h for h in a.history(session_id) if h.event == "LeaseAcquired"]
+        assert [h.data.get("taken_over_from") is not None for h in leases] == [False, True]
+    finally:
+        a.close()
+        b.close()
+
+
+def race(url: str, views: str, start: Any, reports: Any) -> None:
+    try:
+        with Turnlog(url, views=views) as engine:
+            for round_no in range(ROUNDS):
+                start.wait(timeout=TIMEOUT_S)
+                source = SessionSource(platform="telegram", chat_type="group", chat_id=f"-100{round_no}")
+                result = engine.get_or_create_session(source)
+                reports.put((round_no, result.session_id, result.created))
+    except BaseException as error:
+        reports.put(("error", repr(error), None))
+        raise
+
+
+def test_processes_racing_on_one_key_get_one_session_per_round(url, tmp_path):
+    Turnlog(url, views=str(tmp_path / "schema.db")).close()
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(PROCESSES)
+    reports = spawn.Queue()
+    workers = [spawn.Process(target=race, args=(url, str(tmp_path / f"v{n}.db"), start, reports))
+               for n in range(PROCESSES)]
+    for worker in workers:
+        worker.start()
+    received: list[tuple[Any, ...]] = []
+    try:
+        while len(received) < PROCESSES * ROUNDS:
+            received.append(reports.get(timeout=TIMEOUT_S))
+            assert received[-1][0] != "error", received[-1]
+    finally:
+        start.abort()
+        for worker in workers:
+            worker.join(timeout=TIMEOUT_S)
+            if worker.is_alive():
+                worker.terminate()
+    by_round: dict[int, set[str]] = defaultdict(set)
+    created: dict[int, int] = defaultdict(int)
+    for round_no, session_id, was_created in received:
+        by_round[round_no].add(session_id)
+        created[round_no] += bool(was_created)
+    assert all(len(ids) == 1 for ids in by_round.values()), by_round
+    assert all(n == 1 for n in created.values()), created
