@@ -8,12 +8,13 @@ from .config import EngineConfig
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
 from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.source import ChatType, Platform, SessionSource
-from .errors import (ConflictError, InvalidRequest, LeaseTimeout, NotFound, StaleLease, StoreError,
-                     TurnlogError)
+from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
+                     StoreError, TurnlogError)
 
 __all__ = [
     "DEFAULT_DB", "HistoryEntry", "Turnlog", "Clock", "ManualClock", "SequentialIds", "SystemClock",
     "RouteResult", "EngineConfig", "RoutingKey", "build_session_key", "is_shared_multi_user_session",
     "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
-    "ConflictError", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError", "TurnlogError",
+    "ConflictError", "GatewayStillRunning", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError",
+    "TurnlogError",
 ]

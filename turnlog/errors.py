@@ -27,3 +27,7 @@ class LeaseTimeout(TurnlogError):
 
 class StaleLease(TurnlogError):
     """A write was attempted under a lease epoch that is no longer current."""
+
+
+class GatewayStillRunning(TurnlogError):
+    """A boot of the gateway is alive in another process: it cannot be recovered or replaced."""

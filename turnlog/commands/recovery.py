@@ -30,7 +30,7 @@ from ..domain.inbox import WAKEUP, Inbox, InboxItem
 from ..domain.lease import RESTART_RECOVERY, TurnLease
 from ..domain.silence import outbound_for_reply
 from ..domain.transcript import MessageAppended, transcript_id
-from ..errors import InvalidRequest, TurnlogError
+from ..errors import GatewayStillRunning, InvalidRequest
 from .context import CommandContext
 from .delivery import DeliveryCommands
 from .turns import TurnCommands, lease_id
@@ -42,10 +42,6 @@ DRAIN_POLL_S = 0.05
 
 Query = Callable[[str, Sequence[Any]], list[dict[str, Any]]]
 SweepSender = Callable[[dict[str, Any], str], None]
-
-
-class GatewayStillRunning(TurnlogError):
-    """Recovery was asked for while the boot it would recover is alive."""
 
 
 @dataclass
@@ -128,9 +124,13 @@ class RecoveryCommands:
         return self.ctx.get(gateway_id(name), fresh=True)
 
     def start(self, name: str) -> BootReport:
-        """Record this process's boot, then recover whatever earlier boots left unclean."""
+        """Record this process's boot, then recover whatever earlier boots left unclean.
+
+        Refused (GatewayStillRunning) while an earlier boot of this gateway is alive in another
+        process of this host: recovering it would take its running turns away from it."""
         def record_start() -> tuple[str | None, bool | None, bool]:
             gateway = self._gateway(name, self.owner, "boot")
+            self._refuse_if_alive(gateway.unrecovered(except_boot=None), this_process_ok=True)
             previous = gateway.last_boot
             gateway.start(self.owner, pid=os.getpid(), host=socket.gethostname(), at=self.ctx.clock.now(),
                           actor=self.owner, cause="boot")
@@ -228,9 +228,12 @@ class RecoveryCommands:
                 self._mark_recovered(name, boot["boot_id"], report)
         return report
 
-    def _refuse_if_alive(self, boots: list[dict]) -> None:
+    def _refuse_if_alive(self, boots: list[dict], *, this_process_ok: bool = False) -> None:
+        """`this_process_ok`: a boot of this very process is being replaced by it, not raced."""
         host = socket.gethostname()
         for boot in boots:
+            if this_process_ok and boot["pid"] == os.getpid():
+                continue
             if boot["state"] in ("running", "draining") and boot["host"] == host and _pid_alive(boot["pid"]):
                 raise GatewayStillRunning(
                     f"boot {boot['boot_id']} of this gateway is still running (pid {boot['pid']}); stop it first")
