@@ -14,12 +14,15 @@ A rebuild fills fresh tables (`<table>__rebuild`) from position 0 with its own t
 (table `projection_rebuilds`), committing batch by batch, so a killed rebuild resumes where it
 stopped. When it has reached the log's head it swaps: in one transaction the live tables are
 dropped, the fresh ones renamed into place, the secondary indexes built (deferred until now),
-and the live position set. Readers see the old tables or the new ones, never a mix.
+and the live position set. Readers see the old tables or the new ones, never a mix. A large
+rebuild is shared with a helper process (parallel.py) that fills part of the fresh tables.
 
 Speed (see benchmarks/bench_search.py): writers fold a batch's changes to a row into one write
 and insert with executemany; writers and their caches live from batch to batch while nothing
 else moves their projection; Python's cyclic GC is paused during a pass; the SQLite log is read
-with one plain SELECT per batch and decoded without the library mapper's per-row overhead.
+with one plain SELECT per batch and decoded without the library mapper's per-row overhead, and a
+writer that takes raw rows decodes only what it needs; a rebuild commits every REBUILD_BATCH
+events and checkpoints the WAL rarely.
 """
 
 from __future__ import annotations
