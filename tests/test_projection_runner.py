@@ -224,3 +224,18 @@ def test_a_failed_helper_process_is_reported_and_a_rerun_finishes_the_rebuild(db
     with Turnlog(single) as t:
         t.rebuild_projections(workers=1)
     assert table_dump(db) == table_dump(single)
+
+
+def test_a_process_with_other_threads_rebuilds_alone(db):
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        with Turnlog(db) as t:
+            report = t.rebuild_projections(workers=2)  # forking would copy no other thread
+    finally:
+        stop.set()
+        other.join()
+    assert report["workers"] == 1 and report["events"] == report["head"]
