@@ -8,18 +8,16 @@ A throwaway server is started from the Debian binaries (tests/postgres_server.py
 from __future__ import annotations
 
 import itertools
-import multiprocessing
-from collections import defaultdict
-from typing import Any
 
 import pytest
 
+from key_race import run
 from postgres_server import create_database, server
 from turnlog import LeaseTimeout, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
 
 ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
-PROCESSES, ROUNDS, TIMEOUT_S = 4, 8, 60
+PROCESSES, ROUNDS = 4, 8
 _names = itertools.count()
 
 
@@ -109,43 +107,11 @@ def test_the_turn_lease_fences_across_gateways(url, tmp_path):
         b.close()
 
 
-def race(url: str, views: str, start: Any, reports: Any) -> None:
-    try:
-        with Turnlog(url, views=views) as engine:
-            for round_no in range(ROUNDS):
-                start.wait(timeout=TIMEOUT_S)
-                source = SessionSource(platform="telegram", chat_type="group", chat_id=f"-100{round_no}")
-                result = engine.get_or_create_session(source)
-                reports.put((round_no, result.session_id, result.created))
-    except BaseException as error:
-        reports.put(("error", repr(error), None))
-        raise
-
-
 def test_processes_racing_on_one_key_get_one_session_per_round(url, tmp_path):
     Turnlog(url, views=str(tmp_path / "schema.db")).close()
-    spawn = multiprocessing.get_context("spawn")
-    start = spawn.Barrier(PROCESSES)
-    reports = spawn.Queue()
-    workers = [spawn.Process(target=race, args=(url, str(tmp_path / f"v{n}.db"), start, reports))
-               for n in range(PROCESSES)]
-    for worker in workers:
-        worker.start()
-    received: list[tuple[Any, ...]] = []
-    try:
-        while len(received) < PROCESSES * ROUNDS:
-            received.append(reports.get(timeout=TIMEOUT_S))
-            assert received[-1][0] != "error", received[-1]
-    finally:
-        start.abort()
-        for worker in workers:
-            worker.join(timeout=TIMEOUT_S)
-            if worker.is_alive():
-                worker.terminate()
-    by_round: dict[int, set[str]] = defaultdict(set)
-    created: dict[int, int] = defaultdict(int)
-    for round_no, session_id, was_created in received:
-        by_round[round_no].add(session_id)
-        created[round_no] += bool(was_created)
-    assert all(len(ids) == 1 for ids in by_round.values()), by_round
-    assert all(n == 1 for n in created.values()), created
+    result = run(url, [str(tmp_path / f"v{n}.db") for n in range(PROCESSES)], ROUNDS)
+
+    assert result["errors"] == [] and result["exit_codes"] == [0] * PROCESSES
+    assert result["reports"] == PROCESSES * ROUNDS
+    assert all(len(set(ids)) == 1 and len(ids) == PROCESSES for ids in result["ids"].values()), result["ids"]
+    assert all(result["created"][n] == 1 for n in range(ROUNDS)), result["created"]
