@@ -8,6 +8,8 @@ A throwaway server is started from the Debian binaries (tests/postgres_server.py
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+from typing import Any
 
 import pytest
 
@@ -115,3 +117,27 @@ def test_processes_racing_on_one_key_get_one_session_per_round(url, tmp_path):
     assert result["reports"] == PROCESSES * ROUNDS
     assert all(len(set(ids)) == 1 and len(ids) == PROCESSES for ids in result["ids"].values()), result["ids"]
     assert all(result["created"][n] == 1 for n in range(ROUNDS)), result["created"]
+
+
+def open_at_once(url: str, views: str, start: Any, reports: Any) -> None:
+    try:
+        start.wait(timeout=60)
+        Turnlog(url, views=views).close()
+        reports.put("opened")
+    except BaseException as error:
+        reports.put(repr(error))
+
+
+def test_processes_opening_a_new_log_at_the_same_moment_all_open_it(url, tmp_path):
+    spawn = multiprocessing.get_context("spawn")
+    start, reports = spawn.Barrier(PROCESSES * 2), spawn.Queue()
+    workers = [spawn.Process(target=open_at_once, args=(url, str(tmp_path / f"o{n}.db"), start, reports))
+               for n in range(PROCESSES * 2)]
+    for worker in workers:
+        worker.start()
+    try:
+        outcomes = [reports.get(timeout=60) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(timeout=60)
+    assert outcomes == ["opened"] * len(workers)

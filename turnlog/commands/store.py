@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from typing import Any
+from typing import Any, Iterator
 
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import Aggregate
@@ -141,6 +142,31 @@ def open_application(location: StoreLocation) -> TurnlogApplication:
     if location.kind == "sqlite":
         check_sqlite_file(location.env["SQLITE_DBNAME"])
     try:
-        return TurnlogApplication(env=location.env)
+        with _schema_lock(location):
+            return TurnlogApplication(env=location.env)
     except Exception as e:  # the library raises a variety of driver errors on a bad store
         raise StoreError(f"cannot open {location.display}: {e}") from None
+
+
+SCHEMA_LOCK_KEY = 0x7475726E6C6F67  # "turnlog": the PostgreSQL advisory lock taken while opening
+
+
+@contextmanager
+def _schema_lock(location: StoreLocation) -> Iterator[None]:
+    """Processes opening one PostgreSQL log at once take turns: the library creates its tables
+    with CREATE TABLE IF NOT EXISTS, which PostgreSQL refuses when two run at the same moment
+    ("tuple concurrently updated"). SQLite serialises schema changes itself."""
+    if location.kind != "postgres":
+        yield
+        return
+    import psycopg
+
+    env = location.env
+    with psycopg.connect(dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
+                         user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None,
+                         autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))

@@ -52,6 +52,20 @@ def utc_text(moment: Any) -> str:
     return moment.replace(tzinfo=UTC).isoformat(timespec="microseconds")
 
 
+IN_LIMIT = 500  # values per IN (...) list
+
+
+def rows_in(db: Any, sql: str, values: Iterable[Any], *params: Any) -> list[tuple[Any, ...]]:
+    """`sql` with its `IN ({})` filled with placeholders for `values` (in chunks; `params` follow
+    them in each), every row as a tuple."""
+    values = sorted(set(values))
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(values), IN_LIMIT):
+        chunk = values[start:start + IN_LIMIT]
+        rows += map(tuple, db.execute(sql.format(",".join("?" * len(chunk))), (*chunk, *params)).fetchall())
+    return rows
+
+
 class Tables(dict):  # type: ignore[type-arg]
     """Actual table names of one set of a projection's tables: t["routes"] -> "routes__rebuild".
 

@@ -22,12 +22,13 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
+from .base import rows_in, utc_text
+
 Row = tuple[int, Any, int, str, bytes]
 _IDS_CACHED = 200_000
 _from_iso = datetime.fromisoformat
 _TIME_PREFIX = b'{"timestamp":{"_type_":"datetime_iso","_data_":"'
 _SCAN_BATCH = 5000
-_IN_LIMIT = 500  # ids per IN (...) list
 
 
 class _Id(UUID):
@@ -63,6 +64,10 @@ class LogReader:
         self.plans: dict[str, tuple[type | None, tuple[str, ...]]] = {}
         self._ids: dict[str, UUID] = {}
 
+    def close(self) -> None:
+        if isinstance(self.sql, sqlite3.Connection) and self.sql is not self.db:
+            self.sql.close()
+
     def head(self) -> int:
         if self.direct:
             return self.db.execute(f"SELECT max(rowid) FROM {self.table}").fetchone()[0] or 0
@@ -91,19 +96,12 @@ class LogReader:
 
     def stream_rows(self, streams: Iterable[str], upto: int) -> list[Row]:
         """The rows of these streams (aggregate ids as text) at positions <= upto, in order."""
-        wanted = sorted({self._stored(stream) for stream in streams})
+        wanted = {self._stored(stream) for stream in streams}
         if self.sql is None:
-            chosen = set(wanted)
-            return [row for row in self.scan(0, upto) if self._stored(str(row[1])) in chosen]
-        rows: list[Row] = []
-        for start in range(0, len(wanted), _IN_LIMIT):
-            chunk = wanted[start:start + _IN_LIMIT]
-            rows += self.sql.execute(
-                f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.table}"
-                f" WHERE originator_id IN ({','.join('?' * len(chunk))}) AND rowid <= ?", (*chunk, upto)).fetchall()
-        rows = [tuple(row) for row in rows]
-        rows.sort()
-        return rows
+            return [row for row in self.scan(0, upto) if self._stored(str(row[1])) in wanted]
+        return sorted(rows_in(self.sql, f"SELECT rowid, originator_id, originator_version, topic, state"
+                                        f" FROM {self.table} WHERE originator_id IN ({{}}) AND rowid <= ?",
+                              wanted, upto))
 
     def stream_version(self, stream: str, upto: int) -> int | None:
         """The version a stream had reached at position upto (None: it did not exist yet)."""
@@ -140,6 +138,10 @@ class LogReader:
         if state[start + 19:start + 20] != b"." or state[start + 26:start + 33] != b'+00:00"':
             return None
         return state[start:start + 32].decode()
+
+    def event_time(self, row: Row, event: Any = None) -> str:
+        """The event's time as fixed-width UTC text: from its stored bytes, or decoded."""
+        return self.stored_time(row) or utc_text((event or self.decode(row)).timestamp)
 
     def decode(self, row: Row) -> Any:
         _, originator_id, version, topic, state = row

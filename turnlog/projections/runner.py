@@ -338,7 +338,7 @@ class ProjectionRunner:
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
         batch = batch or REBUILD_BATCH
-        with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
+        with self._bulk():
             report.resumed = self._start_rebuild(selected)
             first = min(self._rebuilding.positions().get(n, 0) for n in selected)
             tell = None if progress is None else self._progress_reporter(selected, first, progress)
@@ -356,8 +356,14 @@ class ProjectionRunner:
 
     def fill(self, names: list[str], *, batch: int | None = None, pause: float = 0.0) -> None:
         """Fill the fresh tables of a rebuild started elsewhere up to the log's head (no swap)."""
-        with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
+        with self._bulk():
             self._fill(names, batch or REBUILD_BATCH, pause, None)
+
+    @contextmanager
+    def _bulk(self) -> Any:
+        """How a rebuild writes: this runner to itself, the cyclic collector paused, rare WAL checkpoints."""
+        with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
+            yield
 
     def _fill(self, names: list[str], batch: int, pause: float, tell: Callable[[], None] | None) -> None:
         kept: dict[str, tuple[Any, int]] = {}
@@ -467,6 +473,7 @@ class ProjectionRunner:
                 applied += self._pass(target, behind, target.positions(), max(stops[n] for n in behind), kept=kept)
 
     def close(self) -> None:
+        self.log.close()
         self.db.close()
 
 

@@ -72,10 +72,6 @@ class TermStats:
             self._df[(index, phrase)] = (count, rows)
         return count
 
-    def forget(self) -> None:
-        with self._lock:
-            self._df.clear()
-
 
 def counter(term: Term, substring: bool) -> "re.Pattern[str]":
     """A pattern whose matches in case-folded text are where the term may occur; `occurrences`

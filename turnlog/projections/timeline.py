@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Tables, event_name, topic_of, utc_text
+from .base import Tables, event_name, topic_of
 
 CLOCK_BLOCK = 1024
 _ROUTE_REGISTERED = "turnlog:RouteRegistered"
@@ -108,10 +108,7 @@ class _TimelineWriter:
     def apply_row(self, row: Any, event: Any, log: Any) -> None:
         position, ident = row[0], row[1]
         decode = log.decode
-        at = log.stored_time(row)
-        if at is None:
-            event = event or decode(row)
-            at = utc_text(event.timestamp)
+        at = log.event_time(row, event)
         block = self.clock.get(clock_block(position))
         if block is None:
             self.clock[clock_block(position)] = [at, at]

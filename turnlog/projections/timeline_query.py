@@ -10,14 +10,13 @@ from typing import Any, Iterable
 
 import orjson
 
-from .base import event_name, utc_text
+from .base import event_name, rows_in, utc_text
 from .log import Row
 from .runner import ProjectionRunner
 from .timeline import CLOCK_BLOCK
 
 _STANDARD_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic", "actor", "cause"}
 _SUMMARISED_FIELDS = {"content": 80}
-_IN_LIMIT = 500
 
 
 def event_data(event: Any) -> dict[str, Any]:
@@ -58,7 +57,7 @@ def history(runner: ProjectionRunner, *, session: str | None = None, route_ids: 
         streams |= _column_in(db, "SELECT stream FROM timeline_streams WHERE session_id IN ({}) AND route_id IS NULL",
                               sessions)
         streams |= _column_in(db, "SELECT stream FROM timeline_mentions WHERE session_id IN ({})", sessions)
-    filed = {row[0]: row[1:] for row in _rows_in(
+    filed = {row[0]: row[1:] for row in rows_in(
         db, "SELECT stream, session_id, route_id, session_key FROM timeline_streams WHERE stream IN ({})", streams)}
     names = set(types)
     out = []
@@ -95,7 +94,7 @@ def position_at(runner: ProjectionRunner, moment: Any, *, after: bool = False) -
         return None
     upto = runner.positions().get("timeline", 0)
     rows = runner.log.read(block * CLOCK_BLOCK, min(upto, (block + 1) * CLOCK_BLOCK), CLOCK_BLOCK)
-    times = [(row[0], utc_text(runner.log.decode(row).timestamp)) for row in rows]
+    times = [(row[0], runner.log.event_time(row)) for row in rows]
     found = [position for position, at in times if (at >= stamp if after else at <= stamp)]
     if not found:
         return None
@@ -112,7 +111,7 @@ def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: st
     """The sessions the events at after < position <= upto concern (only events of routing key
     `key` if given)."""
     rows: list[Row] = list(runner.log.scan(after, upto))
-    filed = {row[0]: row[1:] for row in _rows_in(
+    filed = {row[0]: row[1:] for row in rows_in(
         runner.db, "SELECT stream, session_id, route_id, session_key FROM timeline_streams WHERE stream IN ({})",
         {runner.log.stream_of(row) for row in rows})}
     touched = set()
@@ -134,15 +133,4 @@ def _column(db: Any, sql: str, params: list[Any]) -> set[Any]:
 
 
 def _column_in(db: Any, sql: str, values: Iterable[Any]) -> set[Any]:
-    return {row[0] for row in _rows_in(db, sql, values)}
-
-
-def _rows_in(db: Any, sql: str, values: Iterable[Any]) -> list[tuple[Any, ...]]:
-    """`sql` with its `IN ({})` filled with placeholders for `values`, in chunks."""
-    values = sorted(set(values))
-    rows: list[tuple[Any, ...]] = []
-    for start in range(0, len(values), _IN_LIMIT):
-        chunk = values[start:start + _IN_LIMIT]
-        rows += db.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
-    return rows
-
+    return {row[0] for row in rows_in(db, sql, values)}
