@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 
 class Writer(Protocol):
-    def apply(self, event: Any, position: int) -> None: ...  # or apply_row(row, event, log): runner.py
+    def apply(self, event: Any, position: int) -> None: ...  # or apply_rows(rows, events, log): runner.py
 
 
     def flush(self) -> None: ...

@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import typing
+from operator import itemgetter
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Sequence
 from uuid import UUID
@@ -29,6 +30,7 @@ _IDS_CACHED = 200_000
 _from_iso = datetime.fromisoformat
 _TIME_PREFIX = b'{"timestamp":{"_type_":"datetime_iso","_data_":"'
 _SCAN_BATCH = 5000
+_state = itemgetter(4)
 
 
 class _Id(UUID):
@@ -131,13 +133,16 @@ class LogReader:
         """The event's time as fixed-width UTC text (base.utc_text) read straight from its stored
         bytes, when turnlog's transcoder stored it there first, in UTC, with microseconds (as
         it does for every event it writes); None otherwise (then decode the event)."""
-        state = row[4]
-        if self._untag is None or not state.startswith(_TIME_PREFIX):
-            return None
+        return self.stored_times((row,))[0]
+
+    def stored_times(self, rows: Sequence[Row]) -> list[str | None]:
+        """stored_time of each row (one pass, for a batch)."""
+        if self._untag is None:
+            return [None] * len(rows)
         start = len(_TIME_PREFIX)
-        if state[start + 19:start + 20] != b"." or state[start + 26:start + 33] != b'+00:00"':
-            return None
-        return state[start:start + 32].decode()
+        dot, utc, end = slice(start + 19, start + 20), slice(start + 26, start + 33), start + 32
+        return [state[start:end].decode() if state[dot] == b"." and state[utc] == b'+00:00"'
+                and state.startswith(_TIME_PREFIX) else None for state in map(_state, rows)]
 
     def event_time(self, row: Row, event: Any = None) -> str:
         """The event's time as fixed-width UTC text: from its stored bytes, or decoded."""
@@ -160,7 +165,8 @@ class LogReader:
                         tags -= 1
                 if tags:
                     self._untag_rest(data)
-                data["originator_id"] = self._id(originator_id) if self.uuid_ids else originator_id
+                data["originator_id"] = (self._ids.get(originator_id) or self._id(originator_id)) \
+                    if self.uuid_ids else originator_id
                 data["originator_version"] = version
                 event = object.__new__(cls)
                 object.__setattr__(event, "__dict__", data)

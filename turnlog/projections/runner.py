@@ -20,9 +20,9 @@ rebuild is shared with a helper process (parallel.py) that fills part of the fre
 Speed (see benchmarks/bench_search.py): writers fold a batch's changes to a row into one write
 and insert with executemany; writers and their caches live from batch to batch while nothing
 else moves their projection; Python's cyclic GC is paused during a pass; the SQLite log is read
-with one plain SELECT per batch and decoded without the library mapper's per-row overhead, and a
-writer that takes raw rows decodes only what it needs; a rebuild commits every REBUILD_BATCH
-events and checkpoints the WAL rarely.
+with one plain SELECT per batch and decoded without the library mapper's per-row overhead; a
+writer that takes a batch of raw rows decodes only what no other writer did; a rebuild commits
+every REBUILD_BATCH events and checkpoints the WAL rarely.
 """
 
 from __future__ import annotations
@@ -284,43 +284,54 @@ class ProjectionRunner:
         return writers
 
     def _apply(self, rows: list[Row], writers: dict[str, Any], after: dict[str, int], target: _Target) -> None:
-        """Apply each row to the writers whose projection reads its topic and has not seen it."""
-        if not writers:
+        """Apply each row to the writers whose projection reads its topic and has not seen it.
+
+        Writers with `apply(event, position)` get decoded events, row by row. Writers with
+        `apply_rows(rows, events, log)` then get their part of the batch at once, raw, with the
+        events other writers had decoded (`events[i]` for `rows[i]`, or None: `log.decode(row)`
+        if they need it), so that they decode only what no other writer did.
+        """
+        if not writers or not rows:
             return
-        plan: dict[str, list[tuple[str, int, int, Callable[..., None], bool]]] = {}
         bounds = {n: (after[n], target.stops.get(n, 1 << 62)) for n in writers}
+        by_event = {n: w for n, w in writers.items() if not hasattr(w, "apply_rows")}
+        by_batch = {n: w for n, w in writers.items() if hasattr(w, "apply_rows")}
+        events: list[Any] = [None] * len(rows) if by_batch else []
+        keep = bool(by_batch)
         decode = self.log.decode
+        plan: dict[str, list[tuple[str, int, int, Callable[[Any, int], None]]]] = {}
         name = ""
         try:
-            for row in rows:
+            for i, row in enumerate(rows) if by_event else ():
                 position, topic = row[0], row[3]
                 todo = plan.get(topic)
                 if todo is None:
-                    todo = plan[topic] = self._plan_topic(topic, writers, bounds)
+                    todo = plan[topic] = [(n, *bounds[n], w.apply) for n, w in by_event.items()
+                                          if self._reads(n, topic)]
                 event = None
-                for name, low, high, apply, raw in todo:
+                for name, low, high, apply in todo:
                     if low < position <= high:
-                        if raw:
-                            apply(row, event, self.log)
-                        else:
-                            if event is None:
-                                event = decode(row)
-                            apply(event, position)
+                        if event is None:
+                            event = decode(row)
+                            if keep:
+                                events[i] = event
+                        apply(event, position)
+            for name, writer in by_batch.items():
+                low, high = bounds[name]
+                if low < rows[0][0] and rows[-1][0] <= high and not self.projections[name].topics:
+                    writer.apply_rows(rows, events, self.log)
+                    continue
+                mine = [i for i, row in enumerate(rows) if low < row[0] <= high and self._reads(name, row[3])]
+                if mine:
+                    writer.apply_rows([rows[i] for i in mine], [events[i] for i in mine], self.log)
         except sqlite3.DatabaseError as e:
             if is_corruption(e):
                 raise ProjectionCorrupt(name, e) from e
             raise
 
-    def _plan_topic(self, topic: str, writers: dict[str, Any],
-                    bounds: dict[str, tuple[int, int]]) -> list[tuple[str, int, int, Callable[..., None], bool]]:
-        """The writers that read a topic. A writer with `apply_row(row, event, log)` takes the raw
-        row (and the event, if another writer had it decoded; `log.decode(row)` otherwise): it
-        comes last, so that it decodes only what no other writer did, and only when it needs to."""
-        reading = [(n, w) for n, w in writers.items()
-                   if not self.projections[n].topics or topic in self.projections[n].topics]
-        decoded = [(n, *bounds[n], w.apply, False) for n, w in reading if not hasattr(w, "apply_row")]
-        raw = [(n, *bounds[n], w.apply_row, True) for n, w in reading if hasattr(w, "apply_row")]
-        return decoded + raw
+    def _reads(self, name: str, topic: str) -> bool:
+        topics = self.projections[name].topics
+        return not topics or topic in topics
 
     # -- rebuild --------------------------------------------------------------------------
 

@@ -20,12 +20,15 @@ streams they name from the log.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from operator import itemgetter
 from typing import Any
 
 from .base import Tables, event_name, topic_of
 
 CLOCK_BLOCK = 1024
 _ROUTE_REGISTERED = "turnlog:RouteRegistered"
+_position = itemgetter(0)
 
 
 def clock_block(position: int) -> int:
@@ -88,9 +91,10 @@ class TimelineProjection:
 class _TimelineWriter:
     """Buffers new streams, mentions and clock blocks; a stream's filing is read at most once.
 
-    It takes raw rows (runner._plan_topic): most events need no decoding here, only their time,
-    which the log reader reads from the stored bytes; a stream's first event and the events of
-    streams filed under a route (for the sessions they name) are decoded.
+    It takes a batch of raw rows (runner._apply): most events need no decoding here, only their
+    time, which the log reader reads from the stored bytes; a stream's first event and the events
+    of streams filed under a route (for the sessions they name) are decoded, unless another
+    writer had decoded them.
     """
 
     buffers = True  # it only reads until flush()
@@ -105,27 +109,37 @@ class _TimelineWriter:
         self.select_stream = t.sql("SELECT route_id FROM {timeline_streams} WHERE stream=?")
         self.select_mention = t.sql("SELECT 1 FROM {timeline_mentions} WHERE stream=? AND session_id=?")
 
-    def apply_row(self, row: Any, event: Any, log: Any) -> None:
-        position, ident = row[0], row[1]
-        decode = log.decode
-        at = log.event_time(row, event)
-        block = self.clock.get(clock_block(position))
-        if block is None:
-            self.clock[clock_block(position)] = [at, at]
-        elif at < block[0]:
-            block[0] = at
-        elif at > block[1]:
-            block[1] = at
-        routed = self.routed.get(ident)
-        if routed is None:
-            event = event or decode(row)
-            routed = self.routed[ident] = self._routed(str(event.originator_id), event, position)
-        if routed:
-            event = event or decode(row)
-            session_id = getattr(event, "session_id", None)
-            stream = str(event.originator_id)
-            if session_id and (stream, session_id) not in self.mentioned:
-                self._mention(stream, session_id, position)
+    def apply_rows(self, rows: list[Any], events: list[Any], log: Any) -> None:
+        self._time(rows, log)
+        routed_streams = self.routed
+        for row, event in zip(rows, events):
+            routed = routed_streams.get(row[1])
+            if routed is None:
+                event = event or log.decode(row)
+                routed = routed_streams[row[1]] = self._routed(str(event.originator_id), event, row[0])
+            if routed:
+                event = event or log.decode(row)
+                session_id = getattr(event, "session_id", None)
+                stream = str(event.originator_id)
+                if session_id and (stream, session_id) not in self.mentioned:
+                    self._mention(stream, session_id, row[0])
+
+    def _time(self, rows: list[Any], log: Any) -> None:
+        """Widen each clock block by the times of the rows in it (rows come in position order)."""
+        times = log.stored_times(rows)
+        if None in times:
+            times = [at or log.event_time(row) for at, row in zip(times, rows)]
+        start = 0
+        while start < len(rows):
+            block = clock_block(rows[start][0])
+            end = bisect_right(rows, (block + 1) * CLOCK_BLOCK, lo=start, key=_position)
+            low, high = min(times[start:end]), max(times[start:end])
+            known = self.clock.get(block)
+            if known is None:
+                self.clock[block] = [low, high]
+            else:
+                known[0], known[1] = min(known[0], low), max(known[1], high)
+            start = end
 
     def _routed(self, stream: str, event: Any, position: int) -> bool:
         # A stream's first event has version 1; a later one's stream was filed by an earlier batch.
