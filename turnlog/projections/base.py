@@ -11,14 +11,14 @@ keep caches of what it wrote (a stream's filing, a session's key) from one batch
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 
 class Writer(Protocol):
-    def apply(self, event: Any, position: int) -> None: ...  # or apply_rows(rows, events, log): runner.py
-
+    # or apply_fields(topic, fields, position), or apply_rows(rows, fields, log): runner.py
+    def apply(self, event: Any, position: int) -> None: ...
 
     def flush(self) -> None: ...
 
@@ -50,6 +50,13 @@ def utc_text(moment: Any) -> str:
     if moment.utcoffset():
         moment = moment.astimezone(UTC)
     return moment.replace(tzinfo=UTC).isoformat(timespec="microseconds")
+
+
+def utc_iso(text: str) -> str:
+    """utc_text of a time given as ISO text (as `LogReader.fields` gives times)."""
+    if len(text) == 32 and text[19] == "." and text.endswith("+00:00"):
+        return text
+    return utc_text(datetime.fromisoformat(text))
 
 
 IN_LIMIT = 500  # values per IN (...) list

@@ -65,6 +65,7 @@ class LogReader:
         self._untag = getattr(self.transcoder, "_untag", None)
         self.plans: dict[str, tuple[type | None, tuple[str, ...]]] = {}
         self._ids: dict[str, UUID] = {}
+        self._id_texts: dict[str, str] = {}  # the log's id of a stream -> str(its UUID)
 
     def close(self) -> None:
         if isinstance(self.sql, sqlite3.Connection) and self.sql is not self.db:
@@ -149,32 +150,66 @@ class LogReader:
         return self.stored_time(row) or utc_text((event or self.decode(row)).timestamp)
 
     def decode(self, row: Row) -> Any:
+        """The domain event of a row, as the library's mapper would give it."""
+        stored = self._stored_fields(row)
+        if stored is not None:
+            data, cls, times = stored
+            for name in times:
+                data[name] = _from_iso(data[name])
+            data["originator_id"] = self._id(row[1]) if self.uuid_ids else row[1]
+            event = object.__new__(cls)
+            object.__setattr__(event, "__dict__", data)
+            return event
+        _, originator_id, version, topic, state = row
+        if self.uuid_ids and isinstance(originator_id, str):
+            originator_id = UUID(originator_id)
+        stored_event = StoredEvent(originator_id=originator_id, originator_version=version, topic=topic, state=state)
+        return self.app.mapper.to_domain_event(stored_event)
+
+    def fields(self, row: Row) -> dict[str, Any]:
+        """A row's event as a dict of its fields, cheaper than the event: its times (top-level
+        datetime fields) as their ISO text, exactly what `isoformat()` gives, and its stream id
+        as text (`str(originator_id)`); other values as the event holds them. Projections that
+        store times as text read these."""
+        stored = self._stored_fields(row)
+        if stored is not None:
+            data = stored[0]
+            originator_id = row[1]
+            data["originator_id"] = (self._id_texts.get(originator_id) or str(self._id(originator_id))) \
+                if self.uuid_ids else str(originator_id)
+            return data
+        event = self.decode(row)
+        data = {name: value.isoformat() if isinstance(value, datetime) else value
+                for name, value in event.__dict__.items()}
+        data["originator_id"] = str(event.originator_id)
+        return data
+
+    def _stored_fields(self, row: Row) -> tuple[dict[str, Any], type, list[str]] | None:
+        """The event's stored fields with its tagged times as their text (and which fields they
+        are), its other tagged values decoded, when the fast path applies (turnlog's transcoder,
+        no cipher, no compressor, the class's first version, uuid ids as text); None otherwise."""
         _, originator_id, version, topic, state = row
         plan = self.plans.get(topic)
         if plan is None:
             plan = self.plans[topic] = self._plan(topic)
         cls, times = plan
-        if cls is not None:
-            data = orjson.loads(state)
-            if "class_version" not in data:
-                tags = state.count(b'"_type_"')
-                for name in times:
-                    value = data.get(name)
-                    if type(value) is dict and value.get("_type_") == "datetime_iso":
-                        data[name] = _from_iso(value["_data_"])
-                        tags -= 1
-                if tags:
-                    self._untag_rest(data)
-                data["originator_id"] = (self._ids.get(originator_id) or self._id(originator_id)) \
-                    if self.uuid_ids else originator_id
-                data["originator_version"] = version
-                event = object.__new__(cls)
-                object.__setattr__(event, "__dict__", data)
-                return event
-        if self.uuid_ids and isinstance(originator_id, str):
-            originator_id = UUID(originator_id)
-        stored = StoredEvent(originator_id=originator_id, originator_version=version, topic=topic, state=state)
-        return self.app.mapper.to_domain_event(stored)
+        if cls is None or (self.uuid_ids and not isinstance(originator_id, str)):
+            return None
+        data = orjson.loads(state)
+        if "class_version" in data:
+            return None
+        tags = state.count(b'"_type_"')
+        converted = []
+        for name in times:
+            value = data.get(name)
+            if type(value) is dict and value.get("_type_") == "datetime_iso":
+                data[name] = value["_data_"]
+                converted.append(name)
+                tags -= 1
+        if tags:
+            self._untag_rest(data)
+        data["originator_version"] = version
+        return data, cls, converted
 
     def _untag_rest(self, data: dict[str, Any]) -> None:
         """Tagged values besides the known top-level times: the transcoder's own walk."""
@@ -187,7 +222,9 @@ class LogReader:
         if found is None:
             if len(self._ids) >= _IDS_CACHED:
                 self._ids.clear()
+                self._id_texts.clear()
             found = self._ids[text] = _Id(text)
+            self._id_texts[text] = str(found)
         return found
 
     def _plan(self, topic: str) -> tuple[type | None, tuple[str, ...]]:

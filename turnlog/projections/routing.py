@@ -6,15 +6,11 @@ from typing import Any, Callable
 
 import orjson
 
-from .base import Rows, Tables, topic_of
+from .base import Rows, Tables
 
 
 def _json(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
-
-
-def _iso(event: Any) -> str:
-    return event.timestamp.isoformat()
 
 
 _ROUTE_COLUMNS = ("route_id", "session_key", "session_id", "platform", "chat_type", "origin", "created_at",
@@ -57,45 +53,45 @@ class _RoutesWriter:
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "routes", _ROUTE_COLUMNS, "route_id")
 
-    def apply(self, e: Any, position: int) -> None:
-        topic = topic_of(e)
-        route_id = str(e.originator_id)
-        at = _iso(e)
+    def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
+        route_id = e["originator_id"]
+        at = e["timestamp"]
         if topic == "turnlog:RouteRegistered":
-            origin = e.origin or {}
-            self.rows.new(route_id, session_key=e.session_key, platform=origin.get("platform"),
-                          chat_type=origin.get("chat_type"), origin=_json(e.origin), created_at=at, updated_at=at,
+            origin = e["origin"] or {}
+            self.rows.new(route_id, session_key=e["session_key"], platform=origin.get("platform"),
+                          chat_type=origin.get("chat_type"), origin=_json(e["origin"]), created_at=at, updated_at=at,
                           position=position)
             return
         row = self.rows.get(route_id)
         if row is None:
             return
         if topic == "turnlog:RouteBound":
-            row.update(session_id=e.session_id, bound_reason=e.reason)
+            row.update(session_id=e["session_id"], bound_reason=e["reason"])
         elif topic == "turnlog:RouteDetached":
-            row.update(session_id=None, bound_reason=e.reason)
+            row.update(session_id=None, bound_reason=e["reason"])
         else:  # RouteOriginChanged
-            row["origin"] = _json(e.origin)
+            row["origin"] = _json(e["origin"])
         row.update(updated_at=at, position=position)
 
     def flush(self) -> None:
         self.rows.flush()
 
 
-def _reopened(row: dict[str, Any], e: Any) -> None:
+def _reopened(row: dict[str, Any], e: dict[str, Any]) -> None:
     row.update(ended_at=None, end_reason=None, suspended=0, suspend_reason=None, resume_pending=0,
-               resume_reason=None, resume_marked_at=None, session_key=e.session_key, updated_at=_iso(e))
+               resume_reason=None, resume_marked_at=None, session_key=e["session_key"], updated_at=e["timestamp"])
 
 
-_SESSION_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
-    "turnlog:SessionSuspended": lambda row, e: row.update(suspended=1, suspend_reason=e.reason),
+# How each event changes a session's row, given the event's fields (LogReader.fields).
+_SESSION_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
+    "turnlog:SessionSuspended": lambda row, e: row.update(suspended=1, suspend_reason=e["reason"]),
     "turnlog:ResumePendingMarked": lambda row, e: row.update(
-        resume_pending=1, resume_reason=e.reason, resume_marked_at=_iso(e)),
+        resume_pending=1, resume_reason=e["reason"], resume_marked_at=e["timestamp"]),
     "turnlog:ResumePendingCleared": lambda row, e: row.update(
         resume_pending=0, resume_reason=None, resume_marked_at=None),
-    "turnlog:SessionEnded": lambda row, e: row.update(ended_at=_iso(e), end_reason=e.reason),
+    "turnlog:SessionEnded": lambda row, e: row.update(ended_at=e["timestamp"], end_reason=e["reason"]),
     "turnlog:SessionReopened": _reopened,
-    "turnlog:ActivityTouched": lambda row, e: row.update(updated_at=_iso(e)),
+    "turnlog:ActivityTouched": lambda row, e: row.update(updated_at=e["timestamp"]),
 }
 
 _SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "chat_type", "display_name", "origin",
@@ -148,17 +144,16 @@ class _SessionsWriter:
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "sessions", _SESSION_COLUMNS, "aggregate_id")
 
-    def apply(self, e: Any, position: int) -> None:
-        topic = topic_of(e)
-        aggregate_id = str(e.originator_id)
+    def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
+        aggregate_id = e["originator_id"]
         if topic == "turnlog:SessionCreated":
-            origin = e.origin or {}
-            at = _iso(e)
-            self.rows.new(aggregate_id, session_id=e.session_id, session_key=e.session_key,
+            origin = e["origin"] or {}
+            at = e["timestamp"]
+            self.rows.new(aggregate_id, session_id=e["session_id"], session_key=e["session_key"],
                           platform=origin.get("platform"), chat_type=origin.get("chat_type"),
-                          display_name=origin.get("chat_name") or origin.get("user_name"), origin=_json(e.origin),
-                          created_at=at, updated_at=at, created_reason=e.reason,
-                          previous_session_id=e.previous_session_id, parent_session_id=e.parent_session_id,
+                          display_name=origin.get("chat_name") or origin.get("user_name"), origin=_json(e["origin"]),
+                          created_at=at, updated_at=at, created_reason=e["reason"],
+                          previous_session_id=e["previous_session_id"], parent_session_id=e["parent_session_id"],
                           suspended=0, resume_pending=0, position=position)
             return
         row = self.rows.get(aggregate_id)

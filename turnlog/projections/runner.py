@@ -286,44 +286,52 @@ class ProjectionRunner:
     def _apply(self, rows: list[Row], writers: dict[str, Any], after: dict[str, int], target: _Target) -> None:
         """Apply each row to the writers whose projection reads its topic and has not seen it.
 
-        Writers with `apply(event, position)` get decoded events, row by row. Writers with
-        `apply_rows(rows, events, log)` then get their part of the batch at once, raw, with the
-        events other writers had decoded (`events[i]` for `rows[i]`, or None: `log.decode(row)`
-        if they need it), so that they decode only what no other writer did.
+        Row by row, writers with `apply_fields(topic, fields, position)` get the event's fields
+        (`log.fields`: times as text, the cheaper decoding), writers with `apply(event,
+        position)` the domain event. Writers with `apply_rows(rows, fields, log)` then get their
+        part of the batch at once, raw, with the fields other writers had decoded (`fields[i]`
+        for `rows[i]`, or None: `log.fields(row)` if they need it), so that they decode only
+        what no other writer did. A writer must not change the fields it is given.
         """
         if not writers or not rows:
             return
         bounds = {n: (after[n], target.stops.get(n, 1 << 62)) for n in writers}
-        by_event = {n: w for n, w in writers.items() if not hasattr(w, "apply_rows")}
+        by_row = {n: w for n, w in writers.items() if not hasattr(w, "apply_rows")}
         by_batch = {n: w for n, w in writers.items() if hasattr(w, "apply_rows")}
-        events: list[Any] = [None] * len(rows) if by_batch else []
+        decoded: list[Any] = [None] * len(rows) if by_batch else []
         keep = bool(by_batch)
-        decode = self.log.decode
-        plan: dict[str, list[tuple[str, int, int, Callable[[Any, int], None]]]] = {}
+        fields_of, decode = self.log.fields, self.log.decode
+        plan: dict[str, list[tuple[str, int, int, Callable[..., None], bool]]] = {}
         name = ""
         try:
-            for i, row in enumerate(rows) if by_event else ():
+            for i, row in enumerate(rows) if by_row else ():
                 position, topic = row[0], row[3]
                 todo = plan.get(topic)
                 if todo is None:
-                    todo = plan[topic] = [(n, *bounds[n], w.apply) for n, w in by_event.items()
-                                          if self._reads(n, topic)]
-                event = None
-                for name, low, high, apply in todo:
+                    todo = plan[topic] = [
+                        (n, *bounds[n], getattr(w, "apply_fields", None) or w.apply, hasattr(w, "apply_fields"))
+                        for n, w in by_row.items() if self._reads(n, topic)]
+                fields = event = None
+                for name, low, high, apply, wants_fields in todo:
                     if low < position <= high:
-                        if event is None:
-                            event = decode(row)
-                            if keep:
-                                events[i] = event
-                        apply(event, position)
+                        if wants_fields:
+                            if fields is None:
+                                fields = fields_of(row)
+                                if keep:
+                                    decoded[i] = fields
+                            apply(topic, fields, position)
+                        else:
+                            if event is None:
+                                event = decode(row)
+                            apply(event, position)
             for name, writer in by_batch.items():
                 low, high = bounds[name]
                 if low < rows[0][0] and rows[-1][0] <= high and not self.projections[name].topics:
-                    writer.apply_rows(rows, events, self.log)
+                    writer.apply_rows(rows, decoded, self.log)
                     continue
                 mine = [i for i, row in enumerate(rows) if low < row[0] <= high and self._reads(name, row[3])]
                 if mine:
-                    writer.apply_rows([rows[i] for i in mine], [events[i] for i in mine], self.log)
+                    writer.apply_rows([rows[i] for i in mine], [decoded[i] for i in mine], self.log)
         except sqlite3.DatabaseError as e:
             if is_corruption(e):
                 raise ProjectionCorrupt(name, e) from e

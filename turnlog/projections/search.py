@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from ..domain.fts_query import cjk_runs
-from .base import Tables, topic_of, utc_text
+from .base import Tables, utc_iso
 
 CREATED = "turnlog:SessionCreated"
 REOPENED = "turnlog:SessionReopened"
@@ -37,13 +37,14 @@ APPENDED = "turnlog:MessageAppended"
 FTS_TABLES = ("search_fts", "search_fts_trigram")
 
 
-def searchable_text(e: Any) -> str:
-    """What is indexed for a message: its content, then its tool name and tool calls (as Hermes)."""
-    parts = [e.content]
-    if e.name:
-        parts.append(e.name)
-    if e.tool_calls:
-        parts.append(orjson.dumps(e.tool_calls).decode())
+def searchable_text(e: dict[str, Any]) -> str:
+    """What is indexed for a message (its fields): its content, then its tool name and tool
+    calls (as Hermes)."""
+    parts = [e["content"]]
+    if e["name"]:
+        parts.append(e["name"])
+    if e["tool_calls"]:
+        parts.append(orjson.dumps(e["tool_calls"]).decode())
     return "\n".join(parts)
 
 
@@ -141,29 +142,29 @@ class _SearchWriter:
         self.texts: list[tuple[int, str]] = []
         self.cjk: list[tuple[int, str]] = []
 
-    def apply(self, e: Any, position: int) -> None:
-        topic = topic_of(e)
+    def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         if topic == APPENDED:
-            key, platform = self._session(e.session_id)
+            key, platform = self._session(e["session_id"])
             text = searchable_text(e)
             cjk = cjk_runs(text)
-            self.rows.append((position, e.session_id, e.originator_version, e.role, key, platform,
-                              utc_text(e.timestamp), text, cjk, None if text == e.content else e.content,
-                              None if e.tool_calls is None else orjson.dumps(e.tool_calls).decode(), e.tool_call_id,
-                              e.name, e.token_count, e.finish_reason, e.platform_message_id, e.epoch, e.turn_id,
-                              e.actor, e.cause))
+            content, tool_calls = e["content"], e["tool_calls"]
+            self.rows.append((position, e["session_id"], e["originator_version"], e["role"], key, platform,
+                              utc_iso(e["timestamp"]), text, cjk, None if text == content else content,
+                              None if tool_calls is None else orjson.dumps(tool_calls).decode(), e["tool_call_id"],
+                              e["name"], e["token_count"], e["finish_reason"], e["platform_message_id"], e["epoch"],
+                              e["turn_id"], e["actor"], e["cause"]))
             self.texts.append((position, text))
             if cjk:
                 self.cjk.append((position, cjk))
         elif topic == CREATED:
-            platform = (e.origin or {}).get("platform")
-            self.new_sessions.append((e.session_id, str(e.originator_id), e.session_key, platform))
-            self.sessions[e.session_id] = (e.session_key, platform)
+            platform = (e["origin"] or {}).get("platform")
+            self.new_sessions.append((e["session_id"], e["originator_id"], e["session_key"], platform))
+            self.sessions[e["session_id"]] = (e["session_key"], platform)
         else:  # SessionReopened: later messages are filed under the key it now serves
-            self.rekeyed.append((e.session_key, str(e.originator_id)))
-            session_id = self._session_id(str(e.originator_id))
+            self.rekeyed.append((e["session_key"], e["originator_id"]))
+            session_id = self._session_id(e["originator_id"])
             if session_id is not None:
-                self.sessions[session_id] = (e.session_key, self._session(session_id)[1])
+                self.sessions[session_id] = (e["session_key"], self._session(session_id)[1])
 
     def _session(self, session_id: str) -> tuple[str | None, str | None]:
         found = self.sessions.get(session_id)

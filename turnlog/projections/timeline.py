@@ -24,7 +24,7 @@ from bisect import bisect_right
 from operator import itemgetter
 from typing import Any
 
-from .base import Tables, event_name, topic_of
+from .base import Tables, event_name
 
 CLOCK_BLOCK = 1024
 _ROUTE_REGISTERED = "turnlog:RouteRegistered"
@@ -92,9 +92,9 @@ class _TimelineWriter:
     """Buffers new streams, mentions and clock blocks; a stream's filing is read at most once.
 
     It takes a batch of raw rows (runner._apply): most events need no decoding here, only their
-    time, which the log reader reads from the stored bytes; a stream's first event and the events
-    of streams filed under a route (for the sessions they name) are decoded, unless another
-    writer had decoded them.
+    time, which the log reader reads from the stored bytes; the fields of a stream's first event
+    and of the events of streams filed under a route (for the sessions they name) are decoded,
+    unless another writer had decoded them.
     """
 
     buffers = True  # it only reads until flush()
@@ -109,18 +109,18 @@ class _TimelineWriter:
         self.select_stream = t.sql("SELECT route_id FROM {timeline_streams} WHERE stream=?")
         self.select_mention = t.sql("SELECT 1 FROM {timeline_mentions} WHERE stream=? AND session_id=?")
 
-    def apply_rows(self, rows: list[Any], events: list[Any], log: Any) -> None:
+    def apply_rows(self, rows: list[Any], decoded: list[Any], log: Any) -> None:
         self._time(rows, log)
         routed_streams = self.routed
-        for row, event in zip(rows, events):
+        for row, fields in zip(rows, decoded):
             routed = routed_streams.get(row[1])
             if routed is None:
-                event = event or log.decode(row)
-                routed = routed_streams[row[1]] = self._routed(str(event.originator_id), event, row[0])
+                fields = fields or log.fields(row)
+                routed = routed_streams[row[1]] = self._routed(row[3], fields, row[0])
             if routed:
-                event = event or log.decode(row)
-                session_id = getattr(event, "session_id", None)
-                stream = str(event.originator_id)
+                fields = fields or log.fields(row)
+                session_id = fields.get("session_id")
+                stream = fields["originator_id"]
                 if session_id and (stream, session_id) not in self.mentioned:
                     self._mention(stream, session_id, row[0])
 
@@ -141,12 +141,13 @@ class _TimelineWriter:
                 known[0], known[1] = min(known[0], low), max(known[1], high)
             start = end
 
-    def _routed(self, stream: str, event: Any, position: int) -> bool:
+    def _routed(self, topic: str, fields: dict[str, Any], position: int) -> bool:
+        stream = fields["originator_id"]
         # A stream's first event has version 1; a later one's stream was filed by an earlier batch.
-        found = None if event.originator_version == 1 else self.t.db.execute(self.select_stream, (stream,)).fetchone()
+        found = None if fields["originator_version"] == 1 else \
+            self.t.db.execute(self.select_stream, (stream,)).fetchone()
         if found is None:
-            topic = topic_of(event)
-            session_id, route_id, key = filing(topic, stream, event.__dict__)
+            session_id, route_id, key = filing(topic, stream, fields)
             self.new_streams.append((stream, event_name(topic), position, session_id, route_id, key))
             found = (route_id,)
         return found[0] is not None

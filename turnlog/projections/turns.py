@@ -6,25 +6,22 @@ from typing import Any, Callable
 
 import orjson
 
-from .base import Rows, Tables, topic_of
-
-
-def _iso(event: Any) -> str:
-    return event.timestamp.isoformat()
+from .base import Rows, Tables
 
 
 _DELIVERY_COLUMNS = ("delivery_id", "session_id", "seq", "session_key", "platform", "chat_id", "thread_id", "content",
                      "state", "attempts", "owner", "recovered", "last_error", "created_at", "updated_at", "position")
 
-_DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
+# How each event changes a row, given the event's fields (LogReader.fields).
+_DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "turnlog:DeliveryAttempting": lambda row, e: row.update(
-        state="attempting", attempts=e.attempt, owner=e.owner, recovered=int(e.recovered)),
+        state="attempting", attempts=e["attempt"], owner=e["owner"], recovered=int(e["recovered"])),
     "turnlog:DeliveryDelivered": lambda row, e: row.update(state="delivered"),
-    "turnlog:DeliveryFailed": lambda row, e: row.update(state="failed", last_error=e.error),
+    "turnlog:DeliveryFailed": lambda row, e: row.update(state="failed", last_error=e["error"]),
     "turnlog:DeliveryMarkedUnsure": lambda row, e: row.update(
         state="failed", last_error="recovered after an unclean restart"),
     "turnlog:DeliveryAbandoned": lambda row, e: row.update(
-        state="abandoned", last_error=row["last_error"] if row["last_error"] is not None else e.reason),
+        state="abandoned", last_error=row["last_error"] if row["last_error"] is not None else e["reason"]),
 }
 
 
@@ -68,14 +65,13 @@ class _LedgerWriter:
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "deliveries", _DELIVERY_COLUMNS, "delivery_id")
 
-    def apply(self, e: Any, position: int) -> None:
-        topic = topic_of(e)
-        ident = str(e.originator_id)
-        at = _iso(e)
+    def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
+        ident = e["originator_id"]
+        at = e["timestamp"]
         if topic == "turnlog:DeliveryRecorded":
-            self.rows.new(ident, session_id=e.session_id, seq=e.seq, session_key=e.session_key, platform=e.platform,
-                          chat_id=e.chat_id, thread_id=e.thread_id, content=e.content, state="pending", attempts=0,
-                          recovered=0, created_at=at, updated_at=at, position=position)
+            self.rows.new(ident, session_id=e["session_id"], seq=e["seq"], session_key=e["session_key"],
+                          platform=e["platform"], chat_id=e["chat_id"], thread_id=e["thread_id"], content=e["content"],
+                          state="pending", attempts=0, recovered=0, created_at=at, updated_at=at, position=position)
             return
         row = self.rows.get(ident)
         if row is not None:
@@ -131,31 +127,31 @@ class _QueueWriter:
         self.inboxes = Rows(t, "inboxes", ("inbox_id", "route_id", "session_key"), "inbox_id")
         self.items = Rows(t, "queue_items", _ITEM_COLUMNS, ("inbox_id", "item_id"))
 
-    def apply(self, e: Any, position: int) -> None:
-        topic = topic_of(e)
-        inbox = str(e.originator_id)
-        at = _iso(e)
+    def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
+        inbox = e["originator_id"]
+        at = e["timestamp"]
         if topic == "turnlog:InboxOpened":
-            self.inboxes.new(inbox, route_id=e.route_id, session_key=e.session_key)
+            self.inboxes.new(inbox, route_id=e["route_id"], session_key=e["session_key"])
         elif topic == "turnlog:InboundAccepted":
-            if e.merged_into is None:
+            if e["merged_into"] is None:
                 key = self.inboxes.get(inbox)["session_key"]  # type: ignore[index]
-                self.items.new((inbox, e.item_id), session_key=key, kind=e.kind, text=e.text,
-                               message_ids=orjson.dumps([e.message_id]).decode(), state="pending", accepted_at=at,
-                               updated_at=at, position=position)
+                self.items.new((inbox, e["item_id"]), session_key=key, kind=e["kind"], text=e["text"],
+                               message_ids=orjson.dumps([e["message_id"]]).decode(), state="pending",
+                               accepted_at=at, updated_at=at, position=position)
             else:
-                row = self.items.get((inbox, e.merged_into))
+                row = self.items.get((inbox, e["merged_into"]))
                 if row is not None:
-                    ids = orjson.loads(row["message_ids"]) + [e.message_id]
-                    row.update(text=row["text"] + "\n" + e.text, message_ids=orjson.dumps(ids).decode(),
+                    ids = orjson.loads(row["message_ids"]) + [e["message_id"]]
+                    row.update(text=row["text"] + "\n" + e["text"], message_ids=orjson.dumps(ids).decode(),
                                updated_at=at, position=position)
         elif topic == "turnlog:InboundStarted":
-            self._change(inbox, e.item_id, at, position, state="started", session_id=e.session_id, turn_id=e.turn_id)
+            self._change(inbox, e["item_id"], at, position, state="started", session_id=e["session_id"],
+                         turn_id=e["turn_id"])
         elif topic == "turnlog:InboundCompleted":
-            self._change(inbox, e.item_id, at, position, state="completed", outcome=e.outcome)
+            self._change(inbox, e["item_id"], at, position, state="completed", outcome=e["outcome"])
         elif topic == "turnlog:InboundDropped":
-            for item_id in e.item_ids:
-                self._change(inbox, item_id, at, position, state="dropped", outcome=e.reason)
+            for item_id in e["item_ids"]:
+                self._change(inbox, item_id, at, position, state="dropped", outcome=e["reason"])
 
     def _change(self, inbox: str, item_id: str, at: str, position: int, **values: Any) -> None:
         row = self.items.get((inbox, item_id))
@@ -171,17 +167,17 @@ _LEASE_COLUMNS = ("lease_id", "session_id", "epoch", "owner", "owner_key", "turn
                   "last_seq", "last_outcome", "position")
 
 
-def _lease_ended(row: dict[str, Any], e: Any) -> None:
-    outcome = getattr(e, "outcome", None) or getattr(e, "reason", None) or "moved"
+def _lease_ended(row: dict[str, Any], e: dict[str, Any]) -> None:
+    outcome = e.get("outcome") or e.get("reason") or "moved"
     row.update(owner=None, turn_id=None, expires_at=None, last_outcome=outcome)
 
 
-_LEASE_CHANGES: dict[str, Callable[[dict[str, Any], Any], None]] = {
+_LEASE_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "turnlog:LeaseAcquired": lambda row, e: row.update(
-        epoch=e.epoch, owner=e.owner, owner_key=e.owner_key, turn_id=e.turn_id, acquired_at=_iso(e),
-        expires_at=e.expires_at.isoformat()),
-    "turnlog:LeaseSeeded": lambda row, e: row.update(last_seq=e.last_seq),
-    "turnlog:LeaseRenewed": lambda row, e: row.update(expires_at=e.expires_at.isoformat(), last_seq=e.last_seq),
+        epoch=e["epoch"], owner=e["owner"], owner_key=e["owner_key"], turn_id=e["turn_id"],
+        acquired_at=e["timestamp"], expires_at=e["expires_at"]),
+    "turnlog:LeaseSeeded": lambda row, e: row.update(last_seq=e["last_seq"]),
+    "turnlog:LeaseRenewed": lambda row, e: row.update(expires_at=e["expires_at"], last_seq=e["last_seq"]),
     "turnlog:LeaseReleased": _lease_ended,
     "turnlog:LeaseRevoked": _lease_ended,
     "turnlog:LeaseMoved": _lease_ended,
@@ -223,11 +219,10 @@ class _LeasesWriter:
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "leases", _LEASE_COLUMNS, "lease_id")
 
-    def apply(self, e: Any, position: int) -> None:
-        topic = topic_of(e)
-        ident = str(e.originator_id)
+    def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
+        ident = e["originator_id"]
         if topic == "turnlog:LeaseOpened":
-            self.rows.new(ident, session_id=e.session_id, epoch=0, last_seq=0, position=position)
+            self.rows.new(ident, session_id=e["session_id"], epoch=0, last_seq=0, position=position)
             return
         row = self.rows.get(ident)
         if row is not None:
