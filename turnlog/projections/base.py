@@ -74,19 +74,21 @@ def rows_in(db: Any, sql: str, values: Iterable[Any], *params: Any) -> list[tupl
 
 
 class Tables(dict):  # type: ignore[type-arg]
-    """Actual table names of one set of a projection's tables: t["routes"] -> "routes__rebuild".
+    """Actual table names of one set of a projection's tables: t["routes"] -> "routes__rebuild"
+    (or "fill.routes__rebuild" in an attached database `fill`).
 
     `t.sql("UPDATE {routes} SET ...")` fills the placeholders (cached per statement).
     """
 
-    def __init__(self, db: sqlite3.Connection, suffix: str = "") -> None:
+    def __init__(self, db: sqlite3.Connection, suffix: str = "", schema: str = "") -> None:
         super().__init__()
         self.db = db
         self.suffix = suffix
+        self.schema = schema
         self._sql: dict[str, str] = {}
 
     def __missing__(self, name: str) -> str:
-        return f"{name}{self.suffix}"
+        return f"{self.schema}.{name}{self.suffix}" if self.schema else f"{name}{self.suffix}"
 
     def sql(self, text: str) -> str:
         done = self._sql.get(text)
@@ -122,10 +124,10 @@ class Rows:
         name = t[table]
         cols = ", ".join(self.columns)
         match = " AND ".join(f"{k}=?" for k in self.key_columns)
-        self._select = f"SELECT {cols} FROM [{name}] WHERE {match}"
-        self._insert = f"INSERT INTO [{name}] ({cols}) VALUES ({', '.join('?' * len(self.columns))})"
+        self._select = f"SELECT {cols} FROM {name} WHERE {match}"
+        self._insert = f"INSERT INTO {name} ({cols}) VALUES ({', '.join('?' * len(self.columns))})"
         others = [c for c in self.columns if c not in self.key_columns]
-        self._update = f"UPDATE [{name}] SET {', '.join(f'{c}=?' for c in others)} WHERE {match}"
+        self._update = f"UPDATE {name} SET {', '.join(f'{c}=?' for c in others)} WHERE {match}"
         self._insert_values = _values(self.columns)
         self._update_values = _values((*others, *self.key_columns))
         self._blank = dict.fromkeys(self.columns)

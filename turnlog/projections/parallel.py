@@ -2,11 +2,17 @@
 
 Decoding events and building rows is Python work, one core per process; the projections are
 independent, so a helper process fills the fresh tables of some while this process fills the
-others, and then this process catches every one up to the log's head and swaps them all in one
-transaction, as a one-process rebuild does. SQLite lets one connection write at a time: the
-processes take turns through a file lock around each write transaction (a blocking lock wakes
-the waiter at once, where SQLite's own busy wait sleeps up to 100 ms a try). Whatever either
-committed is kept: a rebuild killed midway resumes from each projection's own position.
+others. The helper writes them into a file of its own (`<views>-rebuild-part1.db`), so neither
+process ever waits for the other's writes (SQLite lets one connection write a file at a time,
+and writing was most of a rebuild's time). When it is done, this process copies its tables in
+(SQLite copies same-shaped tables record by record, without rebuilding them), catches them up
+to the log's head and swaps them in; its own projections it swapped in as soon as it had filled
+them, while the helper worked. Whatever either committed is kept: a rebuild killed midway copies in what the helper's
+file holds and resumes from each projection's own position.
+
+A helper takes only projections with a writer of their own (`writer(tables)`), no virtual
+tables (a full-text index's tables cannot be copied into another index) and a fresh start; the
+others stay with this process, which also copies and swaps.
 
 The helper is forked, not spawned (no second start-up), and only from a process with one thread:
 a fork copies no other thread, so a lock another thread held would stay held in the child. It
@@ -16,15 +22,16 @@ opens its own connection and never uses the parent's. It dies with its parent.
 from __future__ import annotations
 
 import ctypes
-import fcntl
+import glob
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
 import traceback
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import StoreError
 
@@ -32,25 +39,8 @@ if TYPE_CHECKING:
     from .runner import ProjectionRunner
 
 PARALLEL_MIN_EVENTS = 100_000  # below this, starting a helper costs more than it saves
+SWAP_WEIGHT = 2.0  # this process swaps its projections in while helpers work (in projection weights)
 POLL_S = 0.05
-
-
-class FileLock:
-    """An exclusive lock on a file, held around each write transaction of a shared rebuild."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-
-    def __enter__(self) -> "FileLock":
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 def can_share(runner: "ProjectionRunner") -> bool:
@@ -60,19 +50,37 @@ def can_share(runner: "ProjectionRunner") -> bool:
 def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo: int) -> list[list[str]]:
     """The projections each process rebuilds (this process the first group): groups of about
     equal `weight` (a projection's relative rebuild cost, 1 by default; the projections' own
-    weights were measured on the standard workload so that both processes finish together).
-    `workers` None: two on a machine with two cores or more for a rebuild of at least
-    PARALLEL_MIN_EVENTS events."""
+    weights were measured on the standard workload so that the processes finish together),
+    this process's counting its copying and swapping. `workers` None: two on a machine with two
+    cores or more for a rebuild of at least PARALLEL_MIN_EVENTS events."""
     if workers is None:
         workers = 2 if (os.cpu_count() or 1) >= 2 and todo >= PARALLEL_MIN_EVENTS else 1
-    workers = max(1, min(workers, len(names)))
+    movable = [n for n in names if _movable(runner, n)]
+    workers = max(1, min(workers, len(movable) + 1))
     if workers == 1 or not can_share(runner):
         return [names]
-    loads: list[tuple[float, list[str]]] = [(0.0, []) for _ in range(workers)]
-    for name in sorted(names, key=lambda n: -_weight(runner, n)):
+    staying = [n for n in names if n not in movable]
+    loads: list[tuple[float, list[str]]] = [(SWAP_WEIGHT + sum(_weight(runner, n) for n in staying), staying)]
+    loads += [(0.0, []) for _ in range(workers - 1)]
+    for name in sorted(movable, key=lambda n: -_weight(runner, n)):
         i = min(range(workers), key=lambda k: loads[k][0])
         loads[i] = (loads[i][0] + _weight(runner, name), loads[i][1] + [name])
-    return [sorted(group, key=names.index) for _, group in loads if group]
+    groups = [sorted(group, key=names.index) for _, group in loads]
+    return [groups[0]] + [g for g in groups[1:] if g]
+
+
+def _movable(runner: "ProjectionRunner", name: str) -> bool:
+    """Whether a helper can fill this projection in a file of its own."""
+    from .runner import REBUILD_SUFFIX
+
+    p = runner.projections[name]
+    if getattr(p, "inner", None) is not None or runner.rebuilding().get(name, 0) != 0:
+        return False
+    tables = [*p.tables, *(t + REBUILD_SUFFIX for t in p.tables)]
+    marks = ",".join("?" * len(tables))
+    virtual = runner.db.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN ({marks})"
+                                " AND sql LIKE 'CREATE VIRTUAL%'", tables).fetchone()[0]
+    return not virtual
 
 
 def _weight(runner: "ProjectionRunner", name: str) -> float:
@@ -80,8 +88,36 @@ def _weight(runner: "ProjectionRunner", name: str) -> float:
     return float(getattr(p, "weight", None) or getattr(getattr(p, "inner", None), "weight", None) or 1)
 
 
-def lock_path(runner: "ProjectionRunner") -> str:
-    return runner.views_path + "-rebuild.lock"
+def helper_path(runner: "ProjectionRunner", index: int) -> str:
+    return f"{runner.views_path}-rebuild-part{index}.db"
+
+
+def helper_files(runner: "ProjectionRunner") -> list[str]:
+    """Files helpers filled (or were filling when they were killed)."""
+    return sorted(glob.glob(glob.escape(runner.views_path) + "-rebuild-part*.db"))
+
+
+def helper_positions(runner: "ProjectionRunner") -> dict[str, int]:
+    """How far helpers' fresh tables have got (for progress), read without locking their files."""
+    positions: dict[str, int] = {}
+    for path in helper_files(runner):
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+            try:
+                positions.update(conn.execute("SELECT name, position FROM projection_rebuilds").fetchall())
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+    return positions
+
+
+def remove_file(path: str) -> None:
+    for name in (path, path + "-wal", path + "-shm", path + "-journal"):
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
 
 
 @contextmanager
@@ -92,12 +128,10 @@ def helpers(runner: "ProjectionRunner", groups: list[list[str]], batch: int, pau
     if not groups:
         yield
         return
-    lock = FileLock(lock_path(runner))
-    runner.write_lock = lock
     pids: list[int] = []
     try:
-        for group in groups:
-            pids.append(_fork(runner, group, batch, pause))
+        for index, group in enumerate(groups, 1):
+            pids.append(_fork(runner, group, helper_path(runner, index), batch, pause))
         yield
         failed = _wait(pids, progress)
         if failed:
@@ -106,11 +140,9 @@ def helpers(runner: "ProjectionRunner", groups: list[list[str]], batch: int, pau
     finally:
         for pid in pids:
             _stop(pid)
-        runner.write_lock = None
-        lock.close()
 
 
-def _fork(runner: "ProjectionRunner", group: list[str], batch: int, pause: float) -> int:
+def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, pause: float) -> int:
     parent = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -123,8 +155,7 @@ def _fork(runner: "ProjectionRunner", group: list[str], batch: int, pause: float
         from .runner import ProjectionRunner
 
         helper = ProjectionRunner(runner.app, runner.views_path, list(runner.projections.values()))
-        helper.write_lock = FileLock(lock_path(runner))
-        helper.fill(group, batch=batch, pause=pause)
+        helper.fill_elsewhere(group, path, batch=batch, pause=pause)
         helper.close()
         code = 0
     except BaseException:

@@ -19,7 +19,7 @@ _ROUTE_COLUMNS = ("route_id", "session_key", "session_id", "platform", "chat_typ
 
 class RoutesProjection:
     name = "routes"
-    weight = 0.4  # rebuild cost relative to the others (parallel.py)
+    weight = 0.3  # rebuild cost relative to the others (parallel.py)
     tables = ("routes",)
     topics = ("turnlog:RouteRegistered", "turnlog:RouteBound", "turnlog:RouteDetached",
               "turnlog:RouteOriginChanged")
@@ -102,7 +102,7 @@ _SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "ch
 
 class SessionsProjection:
     name = "sessions"
-    weight = 1.5  # rebuild cost relative to the others (parallel.py)
+    weight = 0.9  # rebuild cost relative to the others (parallel.py)
     tables = ("sessions",)
     topics = ("turnlog:SessionCreated", *_SESSION_CHANGES)
 

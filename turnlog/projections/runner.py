@@ -14,8 +14,9 @@ A rebuild fills fresh tables (`<table>__rebuild`) from position 0 with its own t
 (table `projection_rebuilds`), committing batch by batch, so a killed rebuild resumes where it
 stopped. When it has reached the log's head it swaps: in one transaction the live tables are
 dropped, the fresh ones renamed into place, the secondary indexes built (deferred until now),
-and the live position set. Readers see the old tables or the new ones, never a mix. A large
-rebuild is shared with a helper process (parallel.py) that fills part of the fresh tables.
+and the live position set. Readers see a projection's old tables or its new ones, never a mix.
+A large rebuild is shared with a helper process (parallel.py) that fills part of the fresh
+tables; this process swaps its own part in as soon as it is done, the helper's part after it.
 
 Speed (see benchmarks/bench_search.py): writers fold a batch's changes to a row into one write
 and insert with executemany; writers and their caches live from batch to batch while nothing
@@ -52,6 +53,7 @@ POSITIONS_TABLE = "projection_positions"
 REBUILDS_TABLE = "projection_rebuilds"
 VERSIONS_TABLE = "projection_versions"  # a projection with a `version` is refilled when it changes
 REBUILD_SUFFIX = "__rebuild"
+ELSEWHERE = "helper"  # the name a helper's file is attached under
 
 Progress = Callable[[int, int], None]  # (events done, events to do)
 
@@ -100,15 +102,24 @@ class RebuildReport:
 
 
 class _Target:
-    """Where a pass writes: a connection, a table-name suffix and where the positions are kept."""
+    """Where a pass writes: a connection, a table-name suffix, an attached database (`schema`,
+    "" for the connection's own) and where the positions are kept."""
 
     def __init__(self, db: sqlite3.Connection, suffix: str, table: str | None,
-                 stops: dict[str, int] | None = None) -> None:
+                 stops: dict[str, int] | None = None, schema: str = "") -> None:
         self.db = db
         self.suffix = suffix
         self.table = table  # None: positions kept in memory (a verification copy)
         self.memory: dict[str, int] = {}
         self.stops = stops or {}
+        self.schema = schema
+
+    def tables(self) -> Tables:
+        return Tables(self.db, self.suffix, self.schema)
+
+    def transaction(self) -> "_WriteTransaction":
+        # Writing only to an attached file: a deferred BEGIN locks that file alone.
+        return _WriteTransaction(self.db, immediate=not self.schema)
 
     def positions(self) -> dict[str, int]:
         if self.table is None:
@@ -134,7 +145,6 @@ class ProjectionRunner:
         self._lock = threading.RLock()
         self.lock = self._lock  # held while reading the read-model connection from several threads
         self._repaired: set[str] = set()
-        self.write_lock: Any = None  # held around each write transaction while a rebuild is shared
         self._live = _Target(self.db, "", POSITIONS_TABLE)
         self._rebuilding = _Target(self.db, REBUILD_SUFFIX, REBUILDS_TABLE)
         self._ensure_schema()
@@ -173,7 +183,7 @@ class ProjectionRunner:
         self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (p.name,))
 
     def _write(self) -> "_WriteTransaction":
-        return _WriteTransaction(self.db, self.write_lock)
+        return _WriteTransaction(self.db)
 
     # -- positions ------------------------------------------------------------------------
 
@@ -181,8 +191,13 @@ class ProjectionRunner:
         return {name: pos for name, pos in self._live.positions().items() if name in self.projections}
 
     def rebuilding(self) -> dict[str, int]:
-        """Rebuilds started and not yet swapped in: name -> the position their fresh tables reached."""
-        return {name: pos for name, pos in self._rebuilding.positions().items() if name in self.projections}
+        """Rebuilds started and not yet swapped in: name -> the position their fresh tables reached
+        (here, or in a helper's file: parallel.py)."""
+        positions = self._rebuilding.positions()
+        for name, position in parallel.helper_positions(self).items():
+            if name in positions:
+                positions[name] = max(positions[name], position)
+        return {name: pos for name, pos in positions.items() if name in self.projections}
 
     def head(self) -> int:
         return self.log.head()
@@ -259,7 +274,7 @@ class ProjectionRunner:
         writers = self._writers(target, ahead, kept)
         early = {n: w for n, w in writers.items() if getattr(w, "buffers", False)}
         self._apply(rows, early, ahead, target)
-        with _WriteTransaction(target.db, self.write_lock):
+        with target.transaction():
             current = target.positions()
             if any(current.get(n, 0) != ahead[n] for n in ahead):  # another process moved it
                 ahead = {n: current[n] for n in ahead if n in current and current[n] < reached}
@@ -279,8 +294,7 @@ class ProjectionRunner:
         writers = {}
         for name, position in ahead.items():
             writer, left_at = kept.pop(name, (None, -1))
-            writers[name] = writer if left_at == position else \
-                self.projections[name].writer(Tables(target.db, target.suffix))
+            writers[name] = writer if left_at == position else self.projections[name].writer(target.tables())
         return writers
 
     def _apply(self, rows: list[Row], writers: dict[str, Any], after: dict[str, int], target: _Target) -> None:
@@ -358,25 +372,96 @@ class ProjectionRunner:
         started = time.perf_counter()
         batch = batch or REBUILD_BATCH
         with self._bulk():
+            self._take_helpers_work(check=True)  # what helpers of a killed rebuild had committed
             report.resumed = self._start_rebuild(selected)
             first = min(self._rebuilding.positions().get(n, 0) for n in selected)
             tell = None if progress is None else self._progress_reporter(selected, first, progress)
             groups = parallel.plan(self, selected, workers, self.head() - first)
             report.workers = len(groups)
+            swapped = 0
             with parallel.helpers(self, groups[1:], batch, pause, tell):
-                self._fill(groups[0], batch, pause, tell)
-            self._fill(selected, batch, pause, tell)  # what helpers left and the log gained meanwhile
+                self._fill(self._rebuilding, groups[0], batch, pause, tell)
+                if len(groups) > 1:  # its own projections go live while the helpers finish theirs
+                    swapped = self._swap(groups[0])
+            self._take_helpers_work(check=False)
+            self._fill(self._rebuilding, selected, batch, pause, tell)  # what the log gained meanwhile
             if tell is not None:
                 tell()
-            report.head = self._swap(selected)
+            report.head = max(swapped, self._swap(selected))
             report.events = max(report.head - first, 0)
         report.seconds = time.perf_counter() - started
         return report
 
-    def fill(self, names: list[str], *, batch: int | None = None, pause: float = 0.0) -> None:
-        """Fill the fresh tables of a rebuild started elsewhere up to the log's head (no swap)."""
-        with self._bulk():
-            self._fill(names, batch or REBUILD_BATCH, pause, None)
+    def fill_elsewhere(self, names: list[str], path: str, *, batch: int | None = None, pause: float = 0.0) -> None:
+        """Fill fresh tables of `names` up to the log's head in another SQLite file (a helper
+        process's, parallel.py), with their positions, committing batch by batch; the rebuild's
+        own process copies them in (`_take_helpers_work`). Writing to its own file, a helper
+        never waits for the file lock of the read models' file, nor makes anyone wait for it."""
+        self.db.execute("ATTACH DATABASE ? AS " + ELSEWHERE, (path,))
+        try:
+            # A rollback journal, not a WAL, which would be copied into the file once more when
+            # the file is closed; not synced: a commit survives the process being killed (the
+            # system has the writes), and after a power cut the file is checked (_take_helpers_work).
+            self.db.execute(f"PRAGMA {ELSEWHERE}.journal_mode=TRUNCATE")
+            self.db.execute(f"PRAGMA {ELSEWHERE}.synchronous=OFF")
+            target = _Target(self.db, REBUILD_SUFFIX, f"{ELSEWHERE}.{REBUILDS_TABLE}", schema=ELSEWHERE)
+            with target.transaction():
+                self.db.execute(f"CREATE TABLE IF NOT EXISTS {ELSEWHERE}.{REBUILDS_TABLE} (name TEXT PRIMARY KEY,"
+                                " position INTEGER NOT NULL, started_at TEXT NOT NULL)")
+                started = target.positions()
+                for name in names:
+                    if name not in started:
+                        self.projections[name].create(target.tables())
+                        self.db.execute(f"INSERT INTO {ELSEWHERE}.{REBUILDS_TABLE} VALUES (?, 0, ?)",
+                                        (name, datetime.now(UTC).isoformat()))
+            with self._lock, _collector_paused():
+                self._fill(target, names, batch or REBUILD_BATCH, pause, None)
+        finally:
+            self.db.execute(f"DETACH DATABASE {ELSEWHERE}")
+
+    def _take_helpers_work(self, *, check: bool) -> None:
+        """Copy into this file's fresh tables what helpers filled in theirs, where it is further
+        along, with its position (one transaction), then delete the helpers' files. `check`:
+        first make sure a file is sound (one a killed rebuild left); a damaged one is dropped."""
+        for path in parallel.helper_files(self):
+            try:
+                self.db.execute("ATTACH DATABASE ? AS " + ELSEWHERE, (path,))
+            except sqlite3.DatabaseError:
+                parallel.remove_file(path)
+                continue
+            try:
+                sound = not check or self.db.execute(f"PRAGMA {ELSEWHERE}.quick_check").fetchone()[0] == "ok"
+                if sound:
+                    with self._write():
+                        self._copy_from_elsewhere()
+            except sqlite3.DatabaseError as e:
+                if not is_corruption(e):
+                    raise
+            finally:
+                self.db.execute(f"DETACH DATABASE {ELSEWHERE}")
+            parallel.remove_file(path)
+
+    def _copy_from_elsewhere(self) -> None:
+        try:
+            theirs = dict(self.db.execute(f"SELECT name, position FROM {ELSEWHERE}.{REBUILDS_TABLE}").fetchall())
+        except sqlite3.OperationalError:
+            return  # killed before it had created its tables
+        ours = self._rebuilding.positions()
+        for name, position in theirs.items():
+            if name not in self.projections or name not in ours or ours[name] >= position:
+                continue
+            fresh = [table + REBUILD_SUFFIX for table in self.projections[name].tables]
+            self.db.execute("SAVEPOINT copy")
+            try:
+                for table in fresh:
+                    self.db.execute(f"DELETE FROM main.[{table}]")
+                    # Same schema, empty table: SQLite copies the records and indexes as they are.
+                    self.db.execute(f"INSERT INTO main.[{table}] SELECT * FROM {ELSEWHERE}.[{table}]")
+            except sqlite3.OperationalError:
+                self.db.execute("ROLLBACK TO copy")  # tables of another shape: refilled from ours
+            else:
+                self._rebuilding.advance(name, position)
+            self.db.execute("RELEASE copy")
 
     @contextmanager
     def _bulk(self) -> Any:
@@ -384,15 +469,16 @@ class ProjectionRunner:
         with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
             yield
 
-    def _fill(self, names: list[str], batch: int, pause: float, tell: Callable[[], None] | None) -> None:
+    def _fill(self, target: _Target, names: list[str], batch: int, pause: float,
+              tell: Callable[[], None] | None) -> None:
         kept: dict[str, tuple[Any, int]] = {}
         while True:
             head = self.head()
-            positions = self._rebuilding.positions()
+            positions = target.positions()
             behind = [n for n in names if n in positions and positions[n] < head]
             if not behind:
                 return
-            self._pass(self._rebuilding, behind, positions, head, batch, kept)
+            self._pass(target, behind, positions, head, batch, kept)
             if tell is not None:
                 tell()
             if pause:
@@ -405,7 +491,7 @@ class ProjectionRunner:
 
         def tell() -> None:
             head = self.head()
-            positions = self._rebuilding.positions()
+            positions = self.rebuilding()
             reached = [min(positions.get(n, head), head) - first for n in names]
             now = (max(0, round(sum(reached) / len(reached))) if reached else 0, max(head - first, 1))
             if not last or last[0] != now:
@@ -536,37 +622,24 @@ def _guarded(name: str, fn: Callable[..., None], *args: Any) -> None:
 
 
 class _WriteTransaction:
-    """BEGIN IMMEDIATE so that concurrent catch-ups in other processes serialise on the file lock.
+    """BEGIN IMMEDIATE so that concurrent catch-ups in other processes serialise on the file lock
+    (`immediate=False`: a deferred BEGIN, which locks only the files written to).
 
     Re-entrant: a nested use inside an open transaction joins it.
     """
 
-    def __init__(self, db: sqlite3.Connection, lock: Any = None) -> None:
+    def __init__(self, db: sqlite3.Connection, immediate: bool = True) -> None:
         self.db = db
-        self.lock = lock
+        self.immediate = immediate
         self.outer = False
 
     def __enter__(self) -> sqlite3.Connection:
         if not self.db.in_transaction:
-            if self.lock is not None:
-                self.lock.__enter__()
-            try:
-                self.db.execute("BEGIN IMMEDIATE")
-            except BaseException:
-                if self.lock is not None:
-                    self.lock.__exit__(None, None, None)
-                raise
+            self.db.execute("BEGIN IMMEDIATE" if self.immediate else "BEGIN")
             self.outer = True
         return self.db
 
     def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
         if not self.outer:
             return
-        try:
-            if exc_type is None:
-                self.db.execute("COMMIT")
-            else:
-                self.db.execute("ROLLBACK")
-        finally:
-            if self.lock is not None:
-                self.lock.__exit__(None, None, None)
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")

@@ -50,7 +50,7 @@ def searchable_text(e: dict[str, Any]) -> str:
 
 class SearchProjection:
     name = "search"
-    weight = 8.4  # rebuild cost relative to the others (parallel.py)
+    weight = 6.0  # rebuild cost relative to the others (parallel.py)
     version = 3  # 2: the trigram index holds only CJK runs (column cjk); 3: every message field
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
     retired = ("messages",)  # the transcripts table of the former `messages` projection

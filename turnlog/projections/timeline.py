@@ -47,7 +47,7 @@ def filing(topic: str, stream: str, data: dict[str, Any]) -> tuple[str | None, s
 
 class TimelineProjection:
     name = "timeline"
-    weight = 6.0  # rebuild cost relative to the others (parallel.py)
+    weight = 5.0  # rebuild cost relative to the others (parallel.py)
     version = 2  # 2: an index of streams and a clock instead of a copy of every event
     tables = ("timeline_streams", "timeline_mentions", "timeline_clock")
     retired = ("timeline",)

@@ -27,7 +27,7 @@ _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] =
 
 class LedgerProjection:
     name = "ledger"
-    weight = 5.5  # rebuild cost relative to the others (parallel.py)
+    weight = 3.5  # rebuild cost relative to the others (parallel.py)
     tables = ("deliveries",)
     topics = ("turnlog:DeliveryRecorded", *_DELIVERY_CHANGES)
 
@@ -88,7 +88,7 @@ _ITEM_COLUMNS = ("inbox_id", "item_id", "session_key", "kind", "text", "message_
 
 class QueueProjection:
     name = "queue"
-    weight = 3.0  # rebuild cost relative to the others (parallel.py)
+    weight = 3.3  # rebuild cost relative to the others (parallel.py)
     tables = ("queue_items", "inboxes")
     topics = ("turnlog:InboxOpened", "turnlog:InboundAccepted", "turnlog:InboundStarted",
               "turnlog:InboundCompleted", "turnlog:InboundDropped", "turnlog:InboundRejected")
@@ -186,7 +186,7 @@ _LEASE_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 
 class LeasesProjection:
     name = "leases"
-    weight = 3.0  # rebuild cost relative to the others (parallel.py)
+    weight = 2.2  # rebuild cost relative to the others (parallel.py)
     tables = ("leases",)
     topics = ("turnlog:LeaseOpened", *_LEASE_CHANGES)
 
