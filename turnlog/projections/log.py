@@ -66,6 +66,7 @@ class LogReader:
         self.plans: dict[str, tuple[type | None, tuple[str, ...]]] = {}
         self._ids: dict[str, UUID] = {}
         self._id_texts: dict[str, str] = {}  # the log's id of a stream -> str(its UUID)
+        self._has_field: dict[tuple[str, str], bool] = {}
 
     def close(self) -> None:
         if isinstance(self.sql, sqlite3.Connection) and self.sql is not self.db:
@@ -210,6 +211,17 @@ class LogReader:
             self._untag_rest(data)
         data["originator_version"] = version
         return data, cls, converted
+
+    def has_field(self, topic: str, name: str) -> bool:
+        """Whether events of this topic have a field `name` (True when the class cannot tell)."""
+        found = self._has_field.get((topic, name))
+        if found is None:
+            try:
+                found = name in typing.get_type_hints(resolve_topic(topic))
+            except Exception:
+                found = True
+            self._has_field[(topic, name)] = found
+        return found
 
     def _untag_rest(self, data: dict[str, Any]) -> None:
         """Tagged values besides the known top-level times: the transcoder's own walk."""

@@ -117,7 +117,7 @@ class _TimelineWriter:
             if routed is None:
                 fields = fields or log.fields(row)
                 routed = routed_streams[row[1]] = self._routed(row[3], fields, row[0])
-            if routed:
+            if routed and log.has_field(row[3], "session_id"):
                 fields = fields or log.fields(row)
                 session_id = fields.get("session_id")
                 stream = fields["originator_id"]
