@@ -246,10 +246,13 @@ class Turnlog:
         where, params = ("WHERE state=?", (status,)) if status else ("", ())
         rows = self._query(
             "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
-            f" owner, recovered, last_error, created_at, updated_at, content FROM deliveries {where}"
+            f" owner, recovered, last_error, created_at, updated_at, recorded_position FROM deliveries {where}"
             " ORDER BY created_at, session_id, seq", params)
+        with self.projections.lock:
+            recorded = self.projections.log.fields_at(r["recorded_position"] for r in rows)
         for r in rows:
             r["recovered"] = bool(r["recovered"])
+            r["content"] = recorded[r.pop("recorded_position")]["content"]
         return rows
 
     def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:

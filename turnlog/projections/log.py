@@ -115,6 +115,15 @@ class LogReader:
         return self.sql.execute(f"SELECT max(originator_version) FROM {self.table} WHERE originator_id=?"
                                 " AND rowid <= ?", (self._stored(stream), upto)).fetchone()[0]
 
+    def fields_at(self, positions: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The fields (`fields`) of the events at these positions."""
+        wanted = set(positions)
+        if self.sql is None:
+            return {row[0]: self.fields(row) for row in self.scan(0, max(wanted, default=0)) if row[0] in wanted}
+        rows = rows_in(self.sql, f"SELECT rowid, originator_id, originator_version, topic, state"
+                                 f" FROM {self.table} WHERE rowid IN ({{}})", wanted)
+        return {row[0]: self.fields(row) for row in rows}
+
     def count(self, after: int, stop: int) -> int:
         """How many events lie at after < position <= stop."""
         if self.sql is None:
