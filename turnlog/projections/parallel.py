@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import itertools
 import os
 import signal
 import sqlite3
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from .runner import ProjectionRunner
 
 PARALLEL_MIN_EVENTS = 100_000  # below this, starting a helper costs more than it saves
-SWAP_WEIGHT = 2.0  # this process swaps its projections in while helpers work (in projection weights)
+SWAP_WEIGHT = 2.5  # this process swaps its projections in while helpers work (in projection weights)
 POLL_S = 0.05
 
 
@@ -51,7 +52,7 @@ def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo
     """The projections each process rebuilds (this process the first group): groups of about
     equal `weight` (a projection's relative rebuild cost, 1 by default; the projections' own
     weights were measured on the standard workload so that the processes finish together),
-    this process's counting its copying and swapping. `workers` None: two on a machine with two
+    this process's counting its swapping. `workers` None: two on a machine with two
     cores or more for a rebuild of at least PARALLEL_MIN_EVENTS events."""
     if workers is None:
         workers = 2 if (os.cpu_count() or 1) >= 2 and todo >= PARALLEL_MIN_EVENTS else 1
@@ -60,13 +61,34 @@ def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo
     if workers == 1 or not can_share(runner):
         return [names]
     staying = [n for n in names if n not in movable]
-    loads: list[tuple[float, list[str]]] = [(SWAP_WEIGHT + sum(_weight(runner, n) for n in staying), staying)]
-    loads += [(0.0, []) for _ in range(workers - 1)]
-    for name in sorted(movable, key=lambda n: -_weight(runner, n)):
-        i = min(range(workers), key=lambda k: loads[k][0])
-        loads[i] = (loads[i][0] + _weight(runner, name), loads[i][1] + [name])
-    groups = [sorted(group, key=names.index) for _, group in loads]
+    fixed = SWAP_WEIGHT + sum(_weight(runner, n) for n in staying)
+    weights = [_weight(runner, n) for n in movable]
+    groups: list[list[str]] = [staying] + [[] for _ in range(workers - 1)]
+    for name, group in zip(movable, _balanced(weights, workers, fixed)):
+        groups[group].append(name)
+    groups = [sorted(group, key=names.index) for group in groups]
     return [groups[0]] + [g for g in groups[1:] if g]
+
+
+def _balanced(weights: list[float], workers: int, fixed: float) -> tuple[int, ...]:
+    """The group of each weight such that the heaviest group is as light as can be (group 0
+    starts at `fixed`): every assignment when there are few, else the heaviest first to the
+    lightest group."""
+    def heaviest(assignment: tuple[int, ...]) -> float:
+        loads = [fixed] + [0.0] * (workers - 1)
+        for weight, group in zip(weights, assignment):
+            loads[group] += weight
+        return max(loads)
+
+    if workers ** len(weights) <= 5000:
+        return min(itertools.product(range(workers), repeat=len(weights)), key=heaviest)
+    loads = [fixed] + [0.0] * (workers - 1)
+    assignment = [0] * len(weights)
+    for i in sorted(range(len(weights)), key=lambda k: -weights[k]):
+        group = min(range(workers), key=lambda k: loads[k])
+        assignment[i] = group
+        loads[group] += weights[i]
+    return tuple(assignment)
 
 
 def _movable(runner: "ProjectionRunner", name: str) -> bool:

@@ -102,7 +102,7 @@ _SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "ch
 
 class SessionsProjection:
     name = "sessions"
-    weight = 0.9  # rebuild cost relative to the others (parallel.py)
+    weight = 0.5  # rebuild cost relative to the others (parallel.py): its topics are read for the timeline
     tables = ("sessions",)
     topics = ("turnlog:SessionCreated", *_SESSION_CHANGES)
 

@@ -383,6 +383,7 @@ class ProjectionRunner:
                 self._fill(self._rebuilding, groups[0], batch, pause, tell)
                 if len(groups) > 1:  # its own projections go live while the helpers finish theirs
                     swapped = self._swap(groups[0])
+                    self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")  # meanwhile too, not at the end
             self._take_helpers_work(check=False)
             self._fill(self._rebuilding, selected, batch, pause, tell)  # what the log gained meanwhile
             if tell is not None:
