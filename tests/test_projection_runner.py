@@ -255,3 +255,25 @@ def test_a_damaged_helper_file_left_by_a_killed_rebuild_is_dropped_and_the_rebui
     assert not os.path.exists(left)
     assert cli("--db", clean, "rebuild", "--all", "--json").exit_code == 0
     assert table_dump(db) == table_dump(clean)
+
+
+def test_a_rebuild_started_while_another_owns_the_helpers_files_leaves_them_alone(db, tmp_path):
+    """Two rebuilds at once: the second neither takes nor deletes the first one's helper file."""
+    import fcntl
+
+    clean = str(tmp_path / "clean.db")
+    copy_db(db, clean)
+    left = db + "-rebuild-part1.db"
+    with open(left, "wb") as f:
+        f.write(b"a helper's file, still being written")
+    lock = os.open(db + "-rebuild.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a running rebuild holds it
+        with Turnlog(db) as t:
+            report = t.rebuild_projections(workers=2)
+        assert report["workers"] == 1 and report["events"] == report["head"]
+        assert open(left, "rb").read() == b"a helper's file, still being written"
+    finally:
+        os.close(lock)
+    assert cli("--db", clean, "rebuild", "--all", "--json").exit_code == 0
+    assert table_dump(db) == table_dump(clean)

@@ -22,6 +22,7 @@ opens its own connection and never uses the parent's. It dies with its parent.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import glob
 import itertools
 import os
@@ -112,6 +113,25 @@ def _weight(runner: "ProjectionRunner", name: str) -> float:
 
 def helper_path(runner: "ProjectionRunner", index: int) -> str:
     return f"{runner.views_path}-rebuild-part{index}.db"
+
+
+@contextmanager
+def helper_files_owned(runner: "ProjectionRunner") -> Iterator[bool]:
+    """Whether this rebuild owns the helpers' files (an exclusive lock, held while it runs):
+    False while another process's rebuild holds them, or where there is no file to lock."""
+    if runner.views_path.startswith("file:") or ":memory:" in runner.views_path:
+        yield False
+        return
+    fd = os.open(runner.views_path + "-rebuild.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def helper_files(runner: "ProjectionRunner") -> list[str]:

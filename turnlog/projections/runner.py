@@ -371,12 +371,15 @@ class ProjectionRunner:
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
         batch = batch or REBUILD_BATCH
-        with self._bulk():
-            self._take_helpers_work(check=True)  # what helpers of a killed rebuild had committed
+        with self._bulk(), parallel.helper_files_owned(self) as owner:
+            # Helpers' files belong to one rebuild at a time; another one running meanwhile
+            # shares the fresh tables of this file instead (see _pass), in one process.
+            if owner:
+                self._take_helpers_work(check=True)  # what helpers of a killed rebuild had committed
             report.resumed = self._start_rebuild(selected)
             first = min(self._rebuilding.positions().get(n, 0) for n in selected)
             tell = None if progress is None else self._progress_reporter(selected, first, progress)
-            groups = parallel.plan(self, selected, workers, self.head() - first)
+            groups = parallel.plan(self, selected, workers if owner else 1, self.head() - first)
             report.workers = len(groups)
             swapped = 0
             with parallel.helpers(self, groups[1:], batch, pause, tell):
@@ -384,7 +387,8 @@ class ProjectionRunner:
                 if len(groups) > 1:  # its own projections go live while the helpers finish theirs
                     swapped = self._swap(groups[0])
                     self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")  # meanwhile too, not at the end
-            self._take_helpers_work(check=False)
+            if owner:
+                self._take_helpers_work(check=False)
             self._fill(self._rebuilding, selected, batch, pause, tell)  # what the log gained meanwhile
             if tell is not None:
                 tell()
