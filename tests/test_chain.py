@@ -65,6 +65,14 @@ def set_state(db: Path, rowid: int, state: bytes) -> None:
         c.close()
 
 
+def delete_event(db: Path, rowid: int) -> None:
+    c = raw(db)
+    try:
+        assert c.execute("DELETE FROM stored_events WHERE rowid=?", (rowid,)).rowcount == 1
+    finally:
+        c.close()
+
+
 def verify(db: Path) -> list[ChainBreak]:
     with open_log(db, 30) as t:
         return t.verify_chain()
@@ -138,21 +146,13 @@ def test_a_one_byte_edit_of_the_newest_event_is_named(db):
 
 def test_a_deleted_event_is_named_missing(db):
     position = user_message_position(db, "hello 2")
-    c = raw(db)
-    try:
-        assert c.execute("DELETE FROM stored_events WHERE rowid=?", (position,)).rowcount == 1
-    finally:
-        c.close()
+    delete_event(db, position)
     assert verify(db) == [ChainBreak(position, "missing")]
 
 
 def test_deleting_the_newest_event_is_named_missing_too(db):
     head = count_events(db)
-    c = raw(db)
-    try:
-        assert c.execute("DELETE FROM stored_events WHERE rowid=?", (head,)).rowcount == 1
-    finally:
-        c.close()
+    delete_event(db, head)
     assert verify(db) == [ChainBreak(head, "missing")]
 
 
@@ -175,11 +175,7 @@ def test_edits_and_deletions_together_are_each_named_in_order(db):
     edited = user_message_position(db, "hello 3")
     deleted = user_message_position(db, "hello 1")
     set_state(db, edited, state_of(db, edited).replace(b"hello 3", b"hello 0"))
-    c = raw(db)
-    try:
-        c.execute("DELETE FROM stored_events WHERE rowid=?", (deleted,))
-    finally:
-        c.close()
+    delete_event(db, deleted)
     breaks = verify(db)
     assert breaks == [ChainBreak(deleted, "missing"), ChainBreak(edited, "edited")]
     assert [b.to_dict() for b in breaks] == [{"position": deleted, "problem": "missing"},

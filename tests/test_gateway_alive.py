@@ -4,40 +4,30 @@ is killed, the next start recovers its running turn."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from click.testing import CliRunner
 
+from harness import procs
 from turnlog import GatewayStillRunning, SessionSource, Turnlog
 from turnlog.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
 CHILD = """
-import sys, time
-from turnlog import SessionSource, Turnlog
-t = Turnlog(sys.argv[1], owner="first")
+from turnlog import SessionSource
+t = kit.turnlog(owner="first")
 t.start_gateway("main")
 source = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42")
 session_id = t.get_or_create_session(source).session_id
 t.acquire_lease(session_id, t.routing_key(source), timeout=5)  # a turn in progress
-print("ready", session_id, flush=True)
-time.sleep(120)
+kit.ready(session_id=session_id)
+kit.hang()
 """
 
 
 def test_a_live_boot_is_not_replaced_or_recovered_until_its_process_is_gone(tmp_path):
     db = str(tmp_path / "t.db")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, db], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+    child = procs.start(db, CHILD)
     try:
-        line = child.stdout.readline().split()
-        assert line and line[0] == "ready", child.stderr.read()
-        session_id = line[1]
+        session_id = procs.wait_for(tmp_path / "ready.json", child)["session_id"]
         with Turnlog(db, owner="second") as t:
             with pytest.raises(GatewayStillRunning, match=f"still running \\(pid {child.pid}\\)"):
                 t.start_gateway("main")

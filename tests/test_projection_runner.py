@@ -9,16 +9,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
+from harness import procs
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
 SOURCES = [
     SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice"),
     SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1"),
@@ -86,9 +85,8 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
     with Turnlog(db) as t:
         head = t.projection_status()[0]["head"]
         routes_before = t.routes()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         child = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "rebuild", "--all", "--batch", "100",
-                                  "--pause", "25", "--workers", str(workers), "--json"], env=env,
+                                  "--pause", "25", "--workers", str(workers), "--json"], env=procs.child_env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             while True:

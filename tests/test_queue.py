@@ -6,19 +6,11 @@ the human item at the tail, wake-ups merge the same way, a /queue item never mer
 32 items wait per key.
 """
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
+from harness import procs
 from turnlog import SessionSource, StaleLease, Turnlog, TurnlogError
 
-REPO = Path(__file__).resolve().parents[1]
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BUSY_CAP = 32
 
@@ -319,46 +311,22 @@ def test_new_and_reset_drop_human_and_queue_items_but_keep_wakeups(t, command):
 
 # -- a crash never loses an accepted message ---------------------------------------------------
 
-CHILD = r"""
-import json, os, sys, time
-from turnlog import SessionSource, Turnlog
-db, ready = sys.argv[1], sys.argv[2]
+CHILD = """
+from turnlog import SessionSource
 src = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
-t = Turnlog(db, owner="doomed-gateway")
+t = kit.turnlog(owner="doomed-gateway")
 plan = [("human", "h1"), ("human", "h2"), ("queued", "q1"), ("queued", "q2"), ("wakeup", "w1"),
         ("wakeup", "w2"), ("human", "h3"), ("queued", "q3")]
 ids = []
 for kind, text in plan:
     ids.append(t.accept(src, text, kind=kind).item_id)
-with open(ready + ".tmp", "w") as f:
-    json.dump({"pid": os.getpid(), "item_ids": ids}, f)
-os.replace(ready + ".tmp", ready)
-time.sleep(120)
+kit.ready(item_ids=ids)
+kit.hang()
 """
 
 
 def test_a_crash_never_loses_an_accepted_message(tmp_path, db):
-    script = tmp_path / "accept_then_die.py"
-    script.write_text(CHILD)
-    ready = tmp_path / "ready.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, str(script), db, str(ready)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert child.poll() is None, child.communicate()[1].decode()
-            assert time.monotonic() < deadline, "the child never got ready"
-            time.sleep(0.02)
-        info = json.loads(ready.read_text())
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(30) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        child.stdout.close()
-        child.stderr.close()
+    info = procs.crash(db, CHILD, work=tmp_path).data
 
     with Turnlog(db, owner="restarted-gateway") as fresh:
         rows = fresh.queue(ALICE)

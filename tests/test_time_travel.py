@@ -14,11 +14,6 @@ routing map, the sessions' flags, the lease holders and the delivery ledger were
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +21,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from harness import procs
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
-REPO = Path(__file__).resolve().parents[1]
 KEY = "agent:main:telegram:dm:42"
 BEFORE_NEW = "2026-03-01T10:03:30+00:00"  # after the 3rd turn on S1, before /new
 DETACHED = "2026-03-01T10:04:30+00:00"  # after /new, before the next message
@@ -50,53 +45,21 @@ def resumed(history, item) -> str:
     return f"resumed after a {history[-1].role} note"
 
 
-CHILD = r"""
-import json, os, sys, time
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
-db, ready = sys.argv[1], sys.argv[2]
-t = Turnlog(db, clock=ManualClock("2026-03-01T10:08:00+00:00"), session_ids=SequentialIds(), owner="gw-child")
+CHILD = """
+from turnlog import SequentialIds, SessionSource
+t = kit.turnlog(session_ids=SequentialIds(), owner="gw-child")
 t.start_gateway("main")
 src = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice",
                     message_id="m6")
 
 def think(history, item):
     holder = t.lease_holder(history[-1].session_id)
-    with open(ready + ".tmp", "w") as f:
-        json.dump({"pid": os.getpid(), "session_id": history[-1].session_id,
-                   "holder": {**holder, "expires_at": holder["expires_at"].isoformat()}}, f)
-    os.replace(ready + ".tmp", ready)
-    time.sleep(600)
-    return "never sent"
+    kit.ready(session_id=history[-1].session_id,
+              holder={**holder, "expires_at": holder["expires_at"].isoformat()})
+    kit.hang()
 
 t.handle_message(src, "this turn is cut off", think, print)
 """
-
-
-def run_crashing_child(tmp: Path, db: Path) -> dict[str, Any]:
-    """Start gw-child, wait until its agent runs (it holds the lease), SIGKILL it."""
-    script, ready = tmp / "child.py", tmp / "ready.json"
-    script.write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    child = subprocess.Popen([sys.executable, str(script), str(db), str(ready)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if child.poll() is not None:
-                raise AssertionError(f"child exited with {child.returncode}: {child.communicate()[1].decode()}")
-            if time.monotonic() > deadline:
-                raise AssertionError("child never reached its agent")
-            time.sleep(0.02)
-        info = json.loads(ready.read_text())
-        os.kill(child.pid, signal.SIGKILL)
-        assert child.wait(30) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        child.stdout.close()
-        child.stderr.close()
-    return info
 
 
 @dataclass
@@ -145,7 +108,8 @@ def sc(tmp_path_factory) -> Scenario:
     s1, s2 = outcomes[0].session_id, outcomes[3].session_id
     assert [o.session_id for o in outcomes] == [s1, s1, s1, s2, s2] and s1 != s2
 
-    child = run_crashing_child(tmp, db)
+    # gw-child starts a 6th turn and is SIGKILLed while its agent holds the turn lease
+    child = procs.crash(db, CHILD, at="2026-03-01T10:08:00+00:00", work=tmp).data
     assert child["session_id"] == s2 and child["holder"]["owner"] == "gw-child"
 
     clock = ManualClock("2026-03-01T10:10:00+00:00")

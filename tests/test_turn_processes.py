@@ -1,47 +1,28 @@
 """Acceptance: turns across real OS processes on one SQLite file (spec §5, real clock).
 
-Each test writes a small worker script to tmp_path and runs it with the interpreter running
-the tests, with this checkout on PYTHONPATH.
+Each test runs worker code in child processes of the interpreter running the tests, with this
+checkout on PYTHONPATH.
 """
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
 from collections import Counter
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
+from harness import procs
 from turnlog import EngineConfig, LeaseTimeout, SessionSource, Turnlog
 
-REPO = Path(__file__).resolve().parents[1]
 PROCESSES = 4
 TURNS_PER_PROCESS = 200
 KEYS = 3
 
 
-def _env():
-    paths = [str(REPO), os.environ.get("PYTHONPATH")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-
-
 def _source(k):
     return SessionSource(platform="telegram", chat_id=f"chat-{k}", user_id=f"user-{k}")
-
-
-def _wait_for(path, proc, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"worker exited with {proc.returncode}: {proc.communicate()[1].decode()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"worker did not write {path.name} within {timeout:g}s")
-        time.sleep(0.01)
-    return json.loads(path.read_text())
 
 
 # -- many processes, many turns, few keys -------------------------------------------------------
@@ -100,11 +81,12 @@ def test_concurrent_processes_never_interleave_turns(tmp_path, mode):
     Turnlog(db).close()  # create the schema once, before the race
     outs = [tmp_path / f"out-{w}.json" for w in range(PROCESSES)]
     started = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, str(script), db, str(w), str(TURNS_PER_PROCESS), str(KEYS),
-                               str(outs[w]), mode], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for w in range(PROCESSES)]
+    workers = [subprocess.Popen([sys.executable, str(script), db, str(w), str(TURNS_PER_PROCESS), str(KEYS),
+                                 str(outs[w]), mode], env=procs.child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+               for w in range(PROCESSES)]
     errors = []
-    for p in procs:
+    for p in workers:
         _, err = p.communicate(timeout=600)
         if p.returncode != 0:
             errors.append(err.decode())
@@ -168,42 +150,23 @@ def test_concurrent_processes_never_interleave_turns(tmp_path, mode):
 
 # -- a holder killed with SIGKILL: its lease expires and is taken over --------------------------
 
-HOLDER = r"""
-import json, os, sys, time
-from turnlog import EngineConfig, SessionSource, Turnlog
-
-db, ready = sys.argv[1], sys.argv[2]
+HOLDER = """
+from turnlog import EngineConfig, SessionSource
 source = SessionSource(platform="telegram", chat_id="chat-0", user_id="user-0")
-t = Turnlog(db, config=EngineConfig(lease_ttl_s=1.0))
+t = kit.turnlog(config=EngineConfig(lease_ttl_s=1.0))
 r = t.get_or_create_session(source)
 token = t.acquire_lease(r.session_id, r.session_key, timeout=5)
-with open(ready + ".tmp", "w") as f:
-    json.dump({"pid": os.getpid(), "owner": t.owner, "session_id": r.session_id, "session_key": r.session_key,
-               "epoch": token.epoch, "expires_at": token.expires_at.isoformat()}, f)
-os.replace(ready + ".tmp", ready)
-time.sleep(120)
+kit.ready(owner=t.owner, session_id=r.session_id, session_key=r.session_key, epoch=token.epoch,
+          expires_at=token.expires_at.isoformat())
+kit.hang()
 """
 
 
 def test_lease_of_a_killed_holder_is_taken_over_after_its_ttl(tmp_path):
     db = str(tmp_path / "turnlog.db")
-    script = tmp_path / "holder.py"
-    script.write_text(HOLDER)
-    ready = tmp_path / "ready.json"
     config = EngineConfig(lease_ttl_s=1.0)
     with Turnlog(db, config=config) as survivor:  # opened first, so it is ready to try at once
-        child = subprocess.Popen([sys.executable, str(script), db, str(ready)], env=_env(),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            dead = _wait_for(ready, child)
-            os.kill(child.pid, signal.SIGKILL)
-            assert child.wait(30) == -signal.SIGKILL
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-            child.stdout.close()
-            child.stderr.close()
+        dead = procs.crash(db, HOLDER, work=tmp_path).data  # SIGKILLed while it holds the lease
         sid, key = dead["session_id"], dead["session_key"]
         assert dead["owner"] != survivor.owner
 

@@ -75,7 +75,7 @@ def rows_in(db: Any, sql: str, values: Iterable[Any], *params: Any) -> list[tupl
 
 class Tables(dict):  # type: ignore[type-arg]
     """Actual table names of one set of a projection's tables: t["routes"] -> "routes__rebuild"
-    (or "fill.routes__rebuild" in an attached database `fill`).
+    (or "helper.routes__rebuild" in an attached database `helper`).
 
     `t.sql("UPDATE {routes} SET ...")` fills the placeholders (cached per statement).
     """

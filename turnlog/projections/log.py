@@ -66,7 +66,7 @@ class LogReader:
         self.plans: dict[str, tuple[type | None, tuple[str, ...]]] = {}
         self._ids: dict[str, UUID] = {}
         self._id_texts: dict[str, str] = {}  # the log's id of a stream -> str(its UUID)
-        self._has_field: dict[tuple[str, str], bool] = {}
+        self._class_hints: dict[str, dict[str, Any] | None] = {}
 
     def close(self) -> None:
         if isinstance(self.sql, sqlite3.Connection) and self.sql is not self.db:
@@ -223,14 +223,18 @@ class LogReader:
 
     def has_field(self, topic: str, name: str) -> bool:
         """Whether events of this topic have a field `name` (True when the class cannot tell)."""
-        found = self._has_field.get((topic, name))
-        if found is None:
+        hints = self._hints(topic)
+        return hints is None or name in hints
+
+    def _hints(self, topic: str) -> dict[str, Any] | None:
+        """The annotated fields of a topic's event class (None: the class or its annotations
+        cannot be resolved)."""
+        if topic not in self._class_hints:
             try:
-                found = name in typing.get_type_hints(resolve_topic(topic))
+                self._class_hints[topic] = typing.get_type_hints(resolve_topic(topic))
             except Exception:
-                found = True
-            self._has_field[(topic, name)] = found
-        return found
+                self._class_hints[topic] = None
+        return self._class_hints[topic]
 
     def _untag_rest(self, data: dict[str, Any]) -> None:
         """Tagged values besides the known top-level times: the transcoder's own walk."""
@@ -257,10 +261,7 @@ class LogReader:
         cls = resolve_topic(topic)
         if getattr(cls, "class_version", 1) != 1:
             return None, ()
-        try:
-            hints = typing.get_type_hints(cls)
-        except Exception:  # unresolvable annotations: the walk finds every tagged value anyway
-            hints = {}
+        hints = self._hints(topic) or {}  # unresolvable annotations: the walk finds every tagged value anyway
         return cls, tuple(name for name, hint in hints.items()
                           if hint is datetime or datetime in typing.get_args(hint))
 

@@ -7,8 +7,8 @@ process ever waits for the other's writes (SQLite lets one connection write a fi
 and writing was most of a rebuild's time). When it is done, this process copies its tables in
 (SQLite copies same-shaped tables record by record, without rebuilding them), catches them up
 to the log's head and swaps them in; its own projections it swapped in as soon as it had filled
-them, while the helper worked. Whatever either committed is kept: a rebuild killed midway copies in what the helper's
-file holds and resumes from each projection's own position.
+them, while the helper worked. Whatever either committed is kept: a rebuild killed midway
+copies in what the helper's file holds and resumes from each projection's own position.
 
 A helper takes only projections with a writer of their own (`writer(tables)`), no virtual
 tables (a full-text index's tables cannot be copied into another index) and a fresh start; the
@@ -32,10 +32,12 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import StoreError
+from .base import rows_in
 
 if TYPE_CHECKING:
     from .runner import ProjectionRunner
@@ -57,7 +59,8 @@ def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo
     cores or more for a rebuild of at least PARALLEL_MIN_EVENTS events."""
     if workers is None:
         workers = 2 if (os.cpu_count() or 1) >= 2 and todo >= PARALLEL_MIN_EVENTS else 1
-    movable = [n for n in names if _movable(runner, n)]
+    started = runner.rebuilding()
+    movable = [n for n in names if _movable(runner, n, started)]
     workers = max(1, min(workers, len(movable) + 1))
     if workers == 1 or not can_share(runner):
         return [names]
@@ -92,18 +95,17 @@ def _balanced(weights: list[float], workers: int, fixed: float) -> tuple[int, ..
     return tuple(assignment)
 
 
-def _movable(runner: "ProjectionRunner", name: str) -> bool:
-    """Whether a helper can fill this projection in a file of its own."""
+def _movable(runner: "ProjectionRunner", name: str, started: dict[str, int]) -> bool:
+    """Whether a helper can fill this projection in a file of its own (`started`: the positions
+    rebuilds have reached)."""
     from .runner import REBUILD_SUFFIX
 
     p = runner.projections[name]
-    if getattr(p, "inner", None) is not None or runner.rebuilding().get(name, 0) != 0:
+    if getattr(p, "inner", None) is not None or started.get(name, 0) != 0:
         return False
     tables = [*p.tables, *(t + REBUILD_SUFFIX for t in p.tables)]
-    marks = ",".join("?" * len(tables))
-    virtual = runner.db.execute(f"SELECT count(*) FROM sqlite_master WHERE name IN ({marks})"
-                                " AND sql LIKE 'CREATE VIRTUAL%'", tables).fetchone()[0]
-    return not virtual
+    return not rows_in(runner.db, "SELECT name FROM sqlite_master WHERE name IN ({}) AND sql LIKE 'CREATE VIRTUAL%'",
+                       tables)
 
 
 def _weight(runner: "ProjectionRunner", name: str) -> float:
@@ -140,13 +142,15 @@ def helper_files(runner: "ProjectionRunner") -> list[str]:
 
 
 def helper_positions(runner: "ProjectionRunner") -> dict[str, int]:
-    """How far helpers' fresh tables have got (for progress), read without locking their files."""
+    """How far helpers' fresh tables have got (for status and progress), read read-only."""
+    from .runner import REBUILDS_TABLE
+
     positions: dict[str, int] = {}
     for path in helper_files(runner):
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)
+            conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=1)
             try:
-                positions.update(conn.execute("SELECT name, position FROM projection_rebuilds").fetchall())
+                positions.update(conn.execute(f"SELECT name, position FROM {REBUILDS_TABLE}").fetchall())
             finally:
                 conn.close()
         except sqlite3.Error:
@@ -155,7 +159,7 @@ def helper_positions(runner: "ProjectionRunner") -> dict[str, int]:
 
 
 def remove_file(path: str) -> None:
-    for name in (path, path + "-wal", path + "-shm", path + "-journal"):
+    for name in (path, path + "-journal"):
         try:
             os.remove(name)
         except FileNotFoundError:

@@ -153,9 +153,7 @@ class ProjectionRunner:
         with self._lock, self._write():
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITIONS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
-            self.db.execute(
-                f"CREATE TABLE IF NOT EXISTS {REBUILDS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
-                " started_at TEXT NOT NULL)")
+            _create_rebuilds_table(self.db, REBUILDS_TABLE)
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {VERSIONS_TABLE} (name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
             known = dict(self.db.execute(f"SELECT name, position FROM {POSITIONS_TABLE}").fetchall())
@@ -411,14 +409,12 @@ class ProjectionRunner:
             self.db.execute(f"PRAGMA {ELSEWHERE}.synchronous=OFF")
             target = _Target(self.db, REBUILD_SUFFIX, f"{ELSEWHERE}.{REBUILDS_TABLE}", schema=ELSEWHERE)
             with target.transaction():
-                self.db.execute(f"CREATE TABLE IF NOT EXISTS {ELSEWHERE}.{REBUILDS_TABLE} (name TEXT PRIMARY KEY,"
-                                " position INTEGER NOT NULL, started_at TEXT NOT NULL)")
+                _create_rebuilds_table(self.db, target.table)
                 started = target.positions()
                 for name in names:
                     if name not in started:
                         self.projections[name].create(target.tables())
-                        self.db.execute(f"INSERT INTO {ELSEWHERE}.{REBUILDS_TABLE} VALUES (?, 0, ?)",
-                                        (name, datetime.now(UTC).isoformat()))
+                        _start_rebuild_at_zero(self.db, target.table, name)
             with self._lock, _collector_paused():
                 self._fill(target, names, batch or REBUILD_BATCH, pause, None)
         finally:
@@ -519,8 +515,7 @@ class ProjectionRunner:
                 for table in fresh:
                     self._drop(p, table)
                 p.create(Tables(self.db, REBUILD_SUFFIX))
-                self.db.execute(f"INSERT OR REPLACE INTO {REBUILDS_TABLE} (name, position, started_at) VALUES (?,0,?)",
-                                (name, datetime.now(UTC).isoformat()))
+                _start_rebuild_at_zero(self.db, REBUILDS_TABLE, name)
         return {n: pos for n, pos in resumed.items() if pos > 0}
 
     def _swap(self, selected: list[str]) -> int:
@@ -585,6 +580,16 @@ class ProjectionRunner:
     def close(self) -> None:
         self.log.close()
         self.db.close()
+
+
+def _create_rebuilds_table(db: sqlite3.Connection, table: str) -> None:
+    db.execute(f"CREATE TABLE IF NOT EXISTS {table} (name TEXT PRIMARY KEY, position INTEGER NOT NULL,"
+               " started_at TEXT NOT NULL)")
+
+
+def _start_rebuild_at_zero(db: sqlite3.Connection, table: str, name: str) -> None:
+    db.execute(f"INSERT OR REPLACE INTO {table} (name, position, started_at) VALUES (?, 0, ?)",
+               (name, datetime.now(UTC).isoformat()))
 
 
 @contextmanager
