@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import procs
+from harness import never_called, procs
 from harness.log import events
 from turnlog import ManualClock, SessionSource, Turnlog
 
@@ -33,10 +33,6 @@ def boot(db: Path, minutes: float) -> Turnlog:
 
 def alice(message_id: str | None = None) -> SessionSource:
     return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
-
-
-def never_called(*args):
-    raise AssertionError(f"must not be called: {args!r}")
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness import procs
+from harness import never_called, procs
 from harness.log import event_count, events
 from turnlog import EngineConfig, ManualClock, SessionSource, Turnlog
 from turnlog.cli import main as cli
@@ -41,10 +41,6 @@ def boot(db: Path, minutes: float, **options) -> Turnlog:
 def alice(message_id: str | None = None) -> SessionSource:
     return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice",
                          message_id=message_id)
-
-
-def never_called(*args):
-    raise AssertionError(f"must not be called: {args!r}")
 
 
 class Sent(list):

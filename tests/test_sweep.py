@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import procs
+from harness import never_called, procs
 from harness.adapter import read_sent
 from harness.log import events
 from turnlog import ManualClock, SessionSource, Turnlog
@@ -32,10 +32,6 @@ def source(platform: str, chat_id: str, message_id: str | None = None) -> Sessio
 
 def refuse(text):
     raise ConnectionError("platform API unavailable")
-
-
-def never_called(*args):
-    raise AssertionError(f"must not be called: {args!r}")
 
 
 @pytest.fixture()

@@ -9,3 +9,8 @@ invariant checker that reads nothing but the event log and the adapter's send fi
 - `checker`: the invariants.
 - `runner`: the parent loop: rounds, random kills, the final clean run, the check.
 """
+
+
+def never_called(*args):
+    """A responder or sender a test expects not to be used."""
+    raise AssertionError(f"must not be called: {args!r}")
