@@ -9,6 +9,7 @@ failed; a failed or stale attempt may be retried until MAX_ATTEMPTS, then it is 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
@@ -29,6 +30,21 @@ class DeliveryStateError(ValueError):
 
 class Delivery(TurnlogAggregate):
     TOPIC = "turnlog:Delivery"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        session_id: str
+        seq: int
+        session_key: str
+        platform: str | None
+        chat_id: str | None
+        thread_id: str | None
+        content: str
+        state: str
+        attempts: int
+        owner: str | None
+        last_error: str | None
+        recovered: bool
+        recorded_at: datetime
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:DeliveryRecorded"

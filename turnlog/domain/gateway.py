@@ -9,6 +9,7 @@ several gateway names may share a log.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any, TYPE_CHECKING
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
@@ -22,7 +23,7 @@ def gateway_id(name: str) -> UUID:
     return stream_id("gateway", name)
 
 
-def _trimmed(boots: list[dict]) -> list[dict]:
+def _trimmed(boots: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The last RECENT_BOOTS boots, and every older one that still needs recovery: a boot that
     died holding turns is forgotten only once a later boot has recovered it (or it stopped clean),
     however many boots failed during start-up in between."""
@@ -41,6 +42,10 @@ def _trimmed(boots: list[dict]) -> list[dict]:
 
 class Gateway(TurnlogAggregate):
     TOPIC = "turnlog:Gateway"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        name: str
+        boots: list[dict[str, Any]]
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:GatewayRegistered"
@@ -100,17 +105,17 @@ class Gateway(TurnlogAggregate):
         self.boots = [{**b, **changes} if b["boot_id"] == boot_id else b for b in self.boots]
 
     @property
-    def last_boot(self) -> dict | None:
+    def last_boot(self) -> dict[str, Any] | None:
         return self.boots[-1] if self.boots else None
 
-    def boot(self, boot_id: str) -> dict | None:
+    def boot(self, boot_id: str) -> dict[str, Any] | None:
         return next((b for b in self.boots if b["boot_id"] == boot_id), None)
 
     @staticmethod
-    def ended_clean(boot: dict) -> bool:
-        return boot["state"] == "stopped"
+    def ended_clean(boot: dict[str, Any]) -> bool:
+        return bool(boot["state"] == "stopped")
 
-    def unrecovered(self, except_boot: str | None = None) -> list[dict]:
+    def unrecovered(self, except_boot: str | None = None) -> list[dict[str, Any]]:
         """Boots that ended (or are presumed to have ended) uncleanly and were not recovered yet."""
         return [b for b in self.boots if b["boot_id"] != except_boot and not b["recovered"]
                 and b["state"] != "stopped"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TYPE_CHECKING
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
@@ -58,6 +58,12 @@ class InboxFull(Exception):
 
 class Inbox(TurnlogAggregate):
     TOPIC = "turnlog:Inbox"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        route_id: str
+        session_key: str
+        items: list[dict[str, Any]]
+        accepted: int
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:InboxOpened"

@@ -27,7 +27,7 @@ from .source import ChatType, Platform, SessionSource
 # Fixed forever: route ids of every stored route are derived from it.
 TURNLOG_NAMESPACE = uuid.UUID("c6f9f7a2-2da9-46eb-82b4-d30049cca430")
 
-WhatsAppAliases = Union[None, str, os.PathLike, Mapping[str, Iterable[str]]]
+WhatsAppAliases = Union[None, str, "os.PathLike[str]", Mapping[str, Iterable[str]]]
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ class _AliasDirectoryCache:
 _directory_caches: dict[str, _AliasDirectoryCache] = {}
 
 
-def _directory_cache(directory: str | os.PathLike) -> _AliasDirectoryCache:
+def _directory_cache(directory: str | os.PathLike[str]) -> _AliasDirectoryCache:
     path = os.fspath(directory)
     try:
         mtime_ns: int | None = os.stat(path).st_mtime_ns

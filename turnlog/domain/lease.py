@@ -11,6 +11,7 @@ waiting for the lease is not an active turn.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from .base import TurnlogAggregate
 
@@ -28,6 +29,18 @@ class LeaseHeld(Exception):
 
 class TurnLease(TurnlogAggregate):
     TOPIC = "turnlog:TurnLease"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        session_id: str
+        epoch: int
+        owner: str | None
+        owner_key: str | None
+        generation: int
+        turn_id: str | None
+        expires_at: datetime | None
+        last_seq: int
+        moved_to: str | None
+        interrupted_in_a_row: int
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:LeaseOpened"

@@ -312,9 +312,11 @@ def _duration(minutes: int) -> str:
     return f"{hours}h" if not rest else f"{hours}h {rest}m"
 
 
-def _name_of(value: str | Enum | None) -> str | None:
-    # Platform and chat-type enums compare by their value.
-    return value.value if isinstance(value, Enum) else value
+def _name_of(value: str | Enum | None) -> str:
+    # Platform and chat-type enums compare by their value; no value matches no override.
+    if isinstance(value, Enum):
+        return str(value.value)
+    return value or ""
 
 
 def _is_int(value: object) -> bool:

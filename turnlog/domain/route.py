@@ -7,13 +7,19 @@ this key" is race-free across processes: a second creator gets an optimistic-con
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from .base import TurnlogAggregate
 
 
 class Route(TurnlogAggregate):
     TOPIC = "turnlog:Route"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        session_key: str
+        parts: tuple[str, ...]
+        origin: dict[str, Any] | None
+        session_id: str | None
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:RouteRegistered"

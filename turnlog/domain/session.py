@@ -11,7 +11,7 @@ State machine (each arrow is one event; spec §3):
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from .base import TurnlogAggregate
 from .policy import END_REASONS
@@ -23,6 +23,22 @@ class SessionStateError(ValueError):
 
 class Session(TurnlogAggregate):
     TOPIC = "turnlog:Session"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        session_id: str
+        session_key: str
+        origin: dict[str, Any] | None
+        created_reason: str
+        parent_session_id: str | None
+        children: list[str]
+        last_activity: datetime
+        suspended: bool
+        suspend_reason: str | None
+        resume_pending: bool
+        resume_reason: str | None
+        resume_marked_at: datetime | None
+        ended: bool
+        end_reason: str | None
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:SessionCreated"

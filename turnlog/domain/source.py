@@ -192,7 +192,7 @@ class SessionSource:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionSource:
-        copied = {
+        copied: dict[str, Any] = {
             name: data.get(name)
             for name in (*_ALWAYS_FIELDS, *_OPTIONAL_BEFORE_SCOPE, *_OPTIONAL_AFTER_SCOPE, *_OPTIONAL_TAIL)
         }
