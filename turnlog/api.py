@@ -121,11 +121,13 @@ class Turnlog:
                                                   actor=actor, cause=cause)
 
     def switch_session(self, key: str | SessionSource, session_id: str, *, actor: str = "api",
-                       cause: str = "switch_session") -> RouteResult | None:
+                       cause: str = "switch_session", force: bool = False) -> RouteResult | None:
+        """Point a routing key at an existing session; a session that belongs to another key raises
+        SessionOwnedElsewhere unless force=True."""
         route_id = self._route_id(key, must_exist=False)
         if route_id is None:
             return None
-        return self.routing.switch_session(route_id, session_id, actor=actor, cause=cause)
+        return self.routing.switch_session(route_id, session_id, actor=actor, cause=cause, force=force)
 
     def suspend(self, key_or_session: str | SessionSource, reason: str = "operator", *,
                 actor: str = "api", cause: str = "suspend") -> bool:

@@ -31,3 +31,7 @@ class StaleLease(TurnlogError):
 
 class GatewayStillRunning(TurnlogError):
     """A boot of the gateway is alive in another process: it cannot be recovered or replaced."""
+
+
+class SessionOwnedElsewhere(TurnlogError):
+    """The session belongs to another routing key (or user): taking it needs an explicit force."""
