@@ -56,7 +56,8 @@ class Route(TurnlogAggregate):
         """A chat asked to /resume a session that is not its own: refused, and kept for the audit."""
 
         TOPIC = "turnlog:ResumeRefused"
-        session_id: str
+        # Not `session_id`: the audit timeline would file the other user's session under this key.
+        requested_session_id: str
         reason: str
 
         def apply(self, route: "Route") -> None:
@@ -73,7 +74,8 @@ class Route(TurnlogAggregate):
                         session_id=self.session_id, reason=reason)
 
     def refuse_resume(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
-        self.record(Route.ResumeRefused, at=at, actor=actor, cause=cause, session_id=session_id, reason=reason)
+        self.record(Route.ResumeRefused, at=at, actor=actor, cause=cause, requested_session_id=session_id,
+                    reason=reason)
 
     def note_origin(self, origin: dict[str, Any], *, at: datetime, actor: str, cause: str) -> None:
         if origin != self.origin:
