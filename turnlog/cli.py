@@ -121,14 +121,14 @@ def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--platform", required=True, help="telegram, discord, slack, whatsapp, feishu, weixin, ..."),
-        click.option("--chat-type", default="dm", show_default=True, help="dm, group, channel, thread, or any other"),
+        click.option("--chat-type", default="dm", show_default=True, help="dm, group, channel, thread, or any other."),
         click.option("--chat-id", default="", help="Chat id (WhatsApp DM ids are canonicalised)."),
-        click.option("--thread-id", default=None),
-        click.option("--user-id", default=None),
+        click.option("--thread-id", default=None, help="Thread or topic id inside the chat."),
+        click.option("--user-id", default=None, help="The sender's platform user id."),
         click.option("--user-id-alt", default=None, help="Stable alternate user id; wins over --user-id."),
         click.option("--scope-id", default=None, help="Workspace/guild scope (part of Slack keys)."),
-        click.option("--chat-name", default=None),
-        click.option("--user-name", default=None),
+        click.option("--chat-name", default=None, help="Display name of the chat."),
+        click.option("--user-name", default=None, help="Display name of the sender."),
         click.option("--profile", default=None, help="Multiplex profile (namespace agent:<profile>)."),
         click.option("--message-id", default=None, help="The inbound message id (recorded as the cause)."),
     ]

@@ -99,7 +99,7 @@ def echo_csv(rows: Iterable[dict[str, Any]]) -> None:
     writer.writerow(columns)
     for row in rows:
         writer.writerow([_csv_value(row.get(c)) for c in columns])
-    click.echo(buffer.getvalue(), nl=False)
+    click.echo(buffer.getvalue(), nl=False, color=True)  # exact: click would strip ANSI sequences off a pipe
 
 
 class Output:
