@@ -20,6 +20,7 @@ from .commands.inbound import resume as resume_turn
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
+from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands.store import open_application, parse_location
@@ -288,7 +289,9 @@ class Turnlog:
         return self.recovery.recover(name, dry_run=dry_run, current_boot=None)
 
     def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
-        """Deliver what earlier boots owed; `send(target, text)` is the platform send."""
+        """Deliver what earlier boots owed; `send(target, text)` is the platform send (checked up
+        front: InvalidRequest for a sender that cannot take two arguments)."""
+        require_sender(send, ("target", "text"), "sweep_deliveries")
         return self.recovery.sweep(send, platforms=platforms)
 
     def resume_candidates(self, name: str | None = None) -> list[dict[str, Any]]:
@@ -297,6 +300,7 @@ class Turnlog:
     def resume_interrupted(self, responder: Responder, sender: Sender, *,
                            name: str | None = None) -> list[TurnOutcome]:
         """Auto-resume once every candidate of spec §7.3 (none during a boot storm)."""
+        require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
         for row in self.resume_candidates(name):
             in_flight = self._in_flight_item(row["session_id"])
@@ -446,7 +450,10 @@ class Turnlog:
         if not self._is_session(session_id):
             raise NotFound(f"no session {session_id!r}")
         position = parse_moment(self, at)
-        upto = AsOf(self, position)._version(str(transcript_id(session_id))) or 0
+        moment = AsOf(self, position)
+        if moment.session(session_id) is None:
+            raise InvalidRequest(f"session {session_id} did not exist yet at #{position}: fork at or after its creation")
+        upto = moment._version(str(transcript_id(session_id))) or 0
         route_id = self._route_id(to_key) if to_key is not None else None
         return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
 

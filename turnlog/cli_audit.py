@@ -58,13 +58,17 @@ def at(ctx: click.Context, when: str, view: str, key: str | None, session: str |
 def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> None:
     """What changed between moments A and B (ISO times or #N), by routing key and by session.
 
-    The order asked is kept: with A after B the changes read backwards, from A to B, and the
-    first line says so."""
-    result = engine(ctx).diff(a, b, key=key)
+    Changes always read from the earlier moment to the later one: when A is after B, a note on
+    stderr says so."""
+    t = engine(ctx)
+    first, second = t.at(a).position, t.at(b).position
+    if first > second:
+        out.line(f"note: A ({a} = #{first}) is after B ({b} = #{second}): showing the changes from"
+                 f" #{second} to #{first}", err=True)
+    result = t.diff(a, b, key=key)
 
     def text() -> None:
-        backwards = " (backwards: A is after B)" if result.get("backwards") else ""
-        out.line(f"#{result['from']} -> #{result['to']}: {result['events']} events{backwards}")
+        out.line(f"#{result['from']} -> #{result['to']}: {result['events']} events")
         for name, changes in result["keys"].items():
             for c in changes:
                 out.line(f"  key {_cell(name)}: {c['change']} {_cell(c['from_session'])} -> {_cell(c['to_session'])}"
