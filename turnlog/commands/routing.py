@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
+from ..domain.keys import RoutingKey, legacy_slack_key, require_conversation, resolve_routing_key
 from ..domain.ownership import bound_session_ids
 from ..domain.policy import route_decision
 from ..domain.route import Route
@@ -75,6 +75,7 @@ class RoutingCommands:
         self._flight = SingleFlight()
 
     def routing_key(self, source: SessionSource) -> RoutingKey:
+        require_conversation(source)
         return resolve_routing_key(source, profile=source.profile or self.ctx.config.profile,
                                    **self.ctx.config.key_options())
 
