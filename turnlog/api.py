@@ -29,7 +29,9 @@ from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import InvalidRequest, NotFound
+from .errors import AmbiguousKey, InvalidRequest, NotFound
+from .domain.collisions import refuse_colliding_keys
+from .domain.source import quoted
 from .domain.inbox import HUMAN
 from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
@@ -461,7 +463,9 @@ class Turnlog:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
         sessions = {s["session_id"]: s for s in self.sessions()}
         out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
-        for route in self.routes():
+        routes = self.routes()
+        refuse_colliding_keys(routes)  # sessions.json holds one entry per key string
+        for route in routes:
             session = sessions.get(route["session_id"])
             if session is None:
                 continue
@@ -538,9 +542,14 @@ class Turnlog:
     def _route_ids(self, key: str | SessionSource) -> list[str]:
         if isinstance(key, SessionSource):
             return [str(self.routing.routing_key(key).route_id)]
-        rows = self._query("SELECT route_id FROM routes WHERE session_key=? ORDER BY route_id", (key,))
+        # A route id names one route; a key string may name several (ids holding ':' collide).
+        rows = self._query("SELECT route_id FROM routes WHERE session_key=? OR route_id=? ORDER BY route_id",
+                           (key, key))
         if not rows:
-            raise NotFound(f"no routing key or session {key!r}")
+            raise NotFound(f"no routing key or session {quoted(key)}")
+        if len(rows) > 1:
+            raise AmbiguousKey(f"routing key {quoted(key)} names {len(rows)} routes (chat or user ids holding ':'):"
+                               f" give one of their route ids: {', '.join(r['route_id'] for r in rows)}")
         return [r["route_id"] for r in rows]
 
     def _route_id(self, key: str | SessionSource, *, must_exist: bool = True) -> UUID | None:

@@ -18,7 +18,7 @@ import orjson
 from . import api
 from .domain.keys import resolve_routing_key
 from .domain.source import SessionSource
-from .errors import InvalidRequest, SessionOwnedElsewhere, TurnlogError
+from .errors import AmbiguousKey, InvalidRequest, SessionOwnedElsewhere, TurnlogError
 from .cli_files import write_file
 from .cli_output import Output, cell as _cell, echo_json, echo_table, limit_option, output_options, visible
 
@@ -271,7 +271,10 @@ def export_routing(ctx: click.Context, output: str, force: bool, out: Output) ->
     """Write the routing map as Hermes-compatible sessions.json.
 
     With --nl or --csv, one line per route instead (fields of the sessions.json entry)."""
-    data = engine(ctx).export_routing()
+    try:
+        data = engine(ctx).export_routing()
+    except AmbiguousKey as e:  # the log is fine; sessions.json just cannot say it
+        raise click.ClickException(visible(str(e))) from None
     if out.fmt in ("nl", "csv"):
         out.rows([{"session_key": k, **v} for k, v in data.items() if not k.startswith("_")], [])
         return

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .cli import _cell, echo_table, engine, main, write_output
+from .cli_keys import key_filter
 from .cli_output import Output, limit_option, output_options
 from .export import FORMATS, render
 from .timetravel import AsOf
@@ -33,15 +34,16 @@ def history(ctx: click.Context, key_or_session: str, since: str | None, until: s
 @main.command()
 @click.argument("when")
 @click.argument("view", type=click.Choice(list(AsOf.VIEWS)), default="routes")
-@click.option("--key", default=None, help="Only this routing key.")
+@click.option("--key", default=None, help="Only this routing key (a key string or a route id).")
 @click.option("--session", default=None, help="Only this session.")
 @output_options
 @click.pass_context
 def at(ctx: click.Context, when: str, view: str, key: str | None, session: str | None, out: Output) -> None:
     """The state as it was at WHEN (an ISO time or a log position #N): routes, sessions, leases,
     ledger, queue or transcript. --nl/--csv: the view's rows."""
-    moment = engine(ctx).at(when)
-    rows = moment.view(view, key=key, session=session)
+    t = engine(ctx)
+    moment = t.at(when)
+    rows = moment.view(view, key=key_filter(t, key), session=session)
 
     def text() -> None:
         out.line(f"as of #{moment.position} ({moment.at or 'the beginning'}):")
@@ -52,7 +54,7 @@ def at(ctx: click.Context, when: str, view: str, key: str | None, session: str |
 @main.command()
 @click.argument("a")
 @click.argument("b")
-@click.option("--key", default=None, help="Only this routing key.")
+@click.option("--key", default=None, help="Only this routing key (a key string or a route id).")
 @output_options
 @click.pass_context
 def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> None:
@@ -65,7 +67,7 @@ def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> No
     if first > second:
         out.line(f"note: A ({a} = #{first}) is after B ({b} = #{second}): showing the changes from"
                  f" #{second} to #{first}", err=True)
-    result = t.diff(a, b, key=key)
+    result = t.diff(a, b, key=key_filter(t, key))
 
     def text() -> None:
         out.line(f"#{result['from']} -> #{result['to']}: {result['events']} events")

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from .cli import echo_table, engine, main
+from .cli_keys import key_filter
 from .cli_output import Output, output_options
 
 SNIPPET_WIDTH = 100
@@ -17,7 +18,7 @@ SNIPPET_WIDTH = 100
 @main.command()
 @click.argument("query")
 @click.option("--session", default=None, help="Only this session id.")
-@click.option("--key", default=None, help="Only messages of this routing key.")
+@click.option("--key", default=None, help="Only messages of this routing key (a key string or a route id).")
 @click.option("--platform", default=None, help="Only this platform (telegram, slack, ...).")
 @click.option("--role", default=None, help="Only this role (user, assistant, tool, ...).")
 @click.option("--since", default=None, help="From this ISO time (with a zone) or date, inclusive.")
@@ -32,7 +33,8 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
     QUERY is words ("quoted phrases" kept, FTS5 operators made safe) or Chinese, Japanese or
     Korean text, found by substring. Matches are marked >>>like this<<< in the snippet.
     """
-    hits = engine(ctx).search(query, session=session, key=key, platform=platform, role=role, since=since,
+    t = engine(ctx)
+    hits = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
                               until=until, limit=limit)
 
     def prepare(hits: list[dict[str, Any]]) -> None:

@@ -35,3 +35,7 @@ class GatewayStillRunning(TurnlogError):
 
 class SessionOwnedElsewhere(TurnlogError):
     """The session belongs to another routing key (or user): taking it needs an explicit force."""
+
+
+class AmbiguousKey(InvalidRequest):
+    """A key string names several routes (chat `a:b` + user `c`, chat `a` + user `b:c`): give a route id."""
