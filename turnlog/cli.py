@@ -1,7 +1,9 @@
 """The `turnlog` command: thin click functions that parse, call the public API and print.
 
-Every command prints a readable table by default and JSON with --json. A usage mistake exits
-with code 2, a runtime failure with code 1; either way the error is one line, never a traceback.
+Every command takes the output options of cli_output.output_options (a readable table by default,
+--json, --nl, --csv) and --db, also after the command's name. A usage mistake exits with code 2
+(with the command's usage line), a runtime failure with code 1; either way the error is one line,
+never a traceback.
 """
 
 from __future__ import annotations

@@ -33,10 +33,12 @@ from typing import Any, Callable, Iterable, Sequence
 import click
 import orjson
 
+from .domain.source import CONTROL_CHARACTERS
+
 FORMATS = ("table", "json", "nl", "csv")
 
 # C0 and C1 controls, DEL, and the bidirectional overrides/isolates that reorder what a terminal shows.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}\u202a-\u202e\u2066-\u2069]")
 
 
 def visible(text: str) -> str:

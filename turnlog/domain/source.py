@@ -93,7 +93,8 @@ def _chat_type_name(value: Any) -> str:
 # Ids end up in keys, file names, logs and terminals: no control characters, a bounded length.
 MAX_ID_LENGTH = 1024
 QUOTE_LIMIT = 80  # an error message quotes at most this much of a bad value
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f"  # C0, DEL and C1, as a regex character range (the CLI shows them)
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 
 
 def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
