@@ -13,9 +13,10 @@ import sys
 
 import click
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from harness.cli import ok, run
 from turnlog.cli import main
 
 OUTPUT_FLAGS = {"--table", "--json", "--nl", "--csv"}
@@ -25,14 +26,6 @@ BOB = SessionSource(platform="telegram", chat_id="43", user_id="43", user_name="
 KEY = "agent:main:telegram:dm:42"
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
-
-
-def ok(*args: str) -> Result:
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    return result
 
 
 def commands(group: click.Group, prefix: str = "turnlog"):

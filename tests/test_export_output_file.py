@@ -7,18 +7,15 @@ import json
 import os
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.cli import main
+from harness.cli import run
 
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42")
 KEY = "agent:main:telegram:dm:42"
 COMMANDS = {"export": ["export", KEY], "export-routing": ["export-routing"]}
 
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
 
 
 def one_line_error(result: Result, mentions: str) -> None:

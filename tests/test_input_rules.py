@@ -5,10 +5,9 @@ an error quotes at most 80 characters of the bad value."""
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.cli import main
+from harness.cli import run
 from turnlog.domain.source import MAX_ID_LENGTH, QUOTE_LIMIT
 
 BAD_IDS = {
@@ -72,8 +71,7 @@ def test_the_engine_refuses_a_source_that_names_no_conversation(tmp_path):
 ])
 def test_the_cli_refuses_a_bad_id_in_one_line(tmp_path, args, mentions):
     db = str(tmp_path / "t.db")
-    result = CliRunner().invoke(main, ["--db", db, "route", "--platform", "telegram", *args],
-                                env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
+    result = run("--db", db, "route", "--platform", "telegram", *args)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "\x1b" not in result.output
     errors = [line for line in result.output.splitlines() if line.startswith("Error")]

@@ -7,18 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner, Result
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.cli import main
+from harness.cli import run
 
 ONE = SessionSource(platform="telegram", chat_type="group", chat_id="a:b", user_id="c")
 TWO = SessionSource(platform="telegram", chat_type="group", chat_id="a", user_id="b:c")
 KEY = "agent:main:telegram:group:a:b:c"
 
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
 
 
 @pytest.fixture

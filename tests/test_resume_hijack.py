@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from turnlog import SessionSource, SessionOwnedElsewhere
-from turnlog.cli import main
+from harness.cli import run
 
 VICTIM = SessionSource(platform="weixin", chat_id="wx-victim", user_id="wx-victim", user_name="victim")
 ATTACKER = SessionSource(platform="telegram", chat_id="666", user_id="666", user_name="mallory",
@@ -99,22 +98,18 @@ def test_api_switch_to_another_keys_session_needs_force(t):
     assert current(t, ATTACKER) == victim_session
 
 
-def cli(*args):
-    return CliRunner().invoke(main, list(args), env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
-
-
 def test_cli_switch_warns_and_needs_force_for_another_keys_session(t, db):
     victim_session = talk(t, VICTIM, "hello")
     talk(t, ATTACKER, "hi")
     key = t.routing_key(ATTACKER)
     t.close()
 
-    refused = cli("--db", db, "switch", key, victim_session)
+    refused = run("--db", db, "switch", key, victim_session)
     assert refused.exit_code == 1 and "Traceback" not in refused.output
     assert [line for line in refused.stderr.splitlines() if line] == [
         f"Error: session {victim_session} belongs to routing key {VICTIM_KEY!r}, not {key!r}: give --force to take it"]
 
-    forced = cli("--db", db, "switch", key, victim_session, "--force", "--json")
+    forced = run("--db", db, "switch", key, victim_session, "--force", "--json")
     assert forced.exit_code == 0, forced.output
     assert json.loads(forced.stdout)["session_id"] == victim_session
     assert "warning: session" in forced.stderr and "--force" in forced.stderr

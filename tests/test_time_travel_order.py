@@ -5,17 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner, Result
 
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.cli import main
+from harness.cli import run
 
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42")
 BOB = SessionSource(platform="telegram", chat_id="43", user_id="43")
 
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
 
 
 @pytest.fixture
