@@ -8,22 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from turnlog.cli import main
+from harness.cli import ok, run
 
 KEY = "agent:main:telegram:dm:42"
 ALICE = ["--platform", "telegram", "--chat-id", "42", "--user-id", "42"]
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
-
-
-def ok(*args: str) -> Result:
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    return result
 
 
 def as_json(result: Result) -> Any:

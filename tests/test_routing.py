@@ -455,7 +455,7 @@ def test_several_keys_may_point_at_one_session(open_engine):
     alice = t.get_or_create_session(ALICE)
     bob = t.get_or_create_session(BOB)
 
-    t.switch_session(BOB, alice.session_id)
+    t.switch_session(BOB, alice.session_id, force=True)  # alice's session: another key
 
     assert {r["session_key"]: r["session_id"] for r in t.routes()} == {
         alice.session_key: alice.session_id, bob.session_key: alice.session_id}

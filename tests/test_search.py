@@ -290,7 +290,7 @@ def test_search_rebuilds_from_its_own_events_without_other_read_models(db, clock
 
 def test_a_session_reopened_under_another_key_files_later_messages_under_it(t, clock):
     first = converse(t, DISCORD, [("user", "mango before the switch")], clock)
-    t.switch_session(ALICE, first)
+    t.switch_session(ALICE, first, force=True)  # a session of another key
     token = t.acquire_lease(first, t.routing_key(ALICE), timeout=1)
     t.append_message(token, "user", "mango after the switch")
     t.release_lease(token)

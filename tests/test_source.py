@@ -116,12 +116,15 @@ def test_from_dict_refuses_an_unknown_platform() -> None:
         SessionSource.from_dict({"platform": "myspace", "chat_id": "1"})
 
 
-OPTIONAL_TEXT = st.none() | st.text(min_size=1, max_size=8)
+# Ids hold no control characters and are not whitespace only (domain/source.py check_id).
+ID_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cc",)), max_size=8).filter(
+    lambda s: not s or s.strip())
+OPTIONAL_TEXT = st.none() | ID_TEXT.filter(bool)
 
 
 @given(
     platform=st.sampled_from(list(Platform)),
-    chat_id=st.text(max_size=8),
+    chat_id=ID_TEXT,
     chat_type=st.sampled_from([*ChatType, "forum"]),
     texts=st.fixed_dictionaries({
         name: OPTIONAL_TEXT

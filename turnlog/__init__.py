@@ -10,6 +10,7 @@ from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.source import ChatType, Platform, SessionSource
 from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
                      StoreError, TurnlogError)
+from .errors import SessionOwnedElsewhere
 
 __all__ = [
     "DEFAULT_DB", "HistoryEntry", "Turnlog", "Clock", "ManualClock", "SequentialIds", "SystemClock",
@@ -17,4 +18,5 @@ __all__ = [
     "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
     "ConflictError", "GatewayStillRunning", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError",
     "TurnlogError",
+    "SessionOwnedElsewhere",
 ]

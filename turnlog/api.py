@@ -20,6 +20,7 @@ from .commands.inbound import resume as resume_turn
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
+from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands.store import open_application, parse_location
@@ -28,7 +29,9 @@ from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import InvalidRequest, NotFound
+from .errors import AmbiguousKey, InvalidRequest, NotFound
+from .domain.collisions import refuse_colliding_keys
+from .domain.source import quoted
 from .domain.inbox import HUMAN
 from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
@@ -121,11 +124,13 @@ class Turnlog:
                                                   actor=actor, cause=cause)
 
     def switch_session(self, key: str | SessionSource, session_id: str, *, actor: str = "api",
-                       cause: str = "switch_session") -> RouteResult | None:
+                       cause: str = "switch_session", force: bool = False) -> RouteResult | None:
+        """Point a routing key at an existing session; a session that belongs to another key raises
+        SessionOwnedElsewhere unless force=True."""
         route_id = self._route_id(key, must_exist=False)
         if route_id is None:
             return None
-        return self.routing.switch_session(route_id, session_id, actor=actor, cause=cause)
+        return self.routing.switch_session(route_id, session_id, actor=actor, cause=cause, force=force)
 
     def suspend(self, key_or_session: str | SessionSource, reason: str = "operator", *,
                 actor: str = "api", cause: str = "suspend") -> bool:
@@ -286,7 +291,9 @@ class Turnlog:
         return self.recovery.recover(name, dry_run=dry_run, current_boot=None)
 
     def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
-        """Deliver what earlier boots owed; `send(target, text)` is the platform send."""
+        """Deliver what earlier boots owed; `send(target, text)` is the platform send (checked up
+        front: InvalidRequest for a sender that cannot take two arguments)."""
+        require_sender(send, ("target", "text"), "sweep_deliveries")
         return self.recovery.sweep(send, platforms=platforms)
 
     def resume_candidates(self, name: str | None = None) -> list[dict[str, Any]]:
@@ -295,6 +302,7 @@ class Turnlog:
     def resume_interrupted(self, responder: Responder, sender: Sender, *,
                            name: str | None = None) -> list[TurnOutcome]:
         """Auto-resume once every candidate of spec §7.3 (none during a boot storm)."""
+        require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
         for row in self.resume_candidates(name):
             in_flight = self._in_flight_item(row["session_id"])
@@ -444,7 +452,10 @@ class Turnlog:
         if not self._is_session(session_id):
             raise NotFound(f"no session {session_id!r}")
         position = parse_moment(self, at)
-        upto = AsOf(self, position)._version(str(transcript_id(session_id))) or 0
+        moment = AsOf(self, position)
+        if moment.session(session_id) is None:
+            raise InvalidRequest(f"session {session_id} did not exist yet at #{position}: fork at or after its creation")
+        upto = moment._version(str(transcript_id(session_id))) or 0
         route_id = self._route_id(to_key) if to_key is not None else None
         return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
 
@@ -452,7 +463,9 @@ class Turnlog:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
         sessions = {s["session_id"]: s for s in self.sessions()}
         out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
-        for route in self.routes():
+        routes = self.routes()
+        refuse_colliding_keys(routes)  # sessions.json holds one entry per key string
+        for route in routes:
             session = sessions.get(route["session_id"])
             if session is None:
                 continue
@@ -529,9 +542,14 @@ class Turnlog:
     def _route_ids(self, key: str | SessionSource) -> list[str]:
         if isinstance(key, SessionSource):
             return [str(self.routing.routing_key(key).route_id)]
-        rows = self._query("SELECT route_id FROM routes WHERE session_key=? ORDER BY route_id", (key,))
+        # A route id names one route; a key string may name several (ids holding ':' collide).
+        rows = self._query("SELECT route_id FROM routes WHERE session_key=? OR route_id=? ORDER BY route_id",
+                           (key, key))
         if not rows:
-            raise NotFound(f"no routing key or session {key!r}")
+            raise NotFound(f"no routing key or session {quoted(key)}")
+        if len(rows) > 1:
+            raise AmbiguousKey(f"routing key {quoted(key)} names {len(rows)} routes (chat or user ids holding ':'):"
+                               f" give one of their route ids: {', '.join(r['route_id'] for r in rows)}")
         return [r["route_id"] for r in rows]
 
     def _route_id(self, key: str | SessionSource, *, must_exist: bool = True) -> UUID | None:

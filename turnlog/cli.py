@@ -1,11 +1,14 @@
 """The `turnlog` command: thin click functions that parse, call the public API and print.
 
-Every command prints a readable table by default and JSON with --json. A usage mistake exits
-with code 2, a runtime failure with code 1; either way the error is one line, never a traceback.
+Every command takes the output options of cli_output.output_options (a readable table by default,
+--json, --nl, --csv) and --db, also after the command's name. A usage mistake exits with code 2
+(with the command's usage line), a runtime failure with code 1; either way the error is one line,
+never a traceback.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import tempfile
@@ -17,71 +20,87 @@ import orjson
 from . import api
 from .domain.keys import resolve_routing_key
 from .domain.source import SessionSource
-from .errors import InvalidRequest, TurnlogError
+from .errors import AmbiguousKey, InvalidRequest, SessionOwnedElsewhere, TurnlogError
+from .cli_files import write_file
+from .cli_output import Output, cell as _cell, echo_json, echo_table, limit_option, output_options, visible
 
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
 
 
-def echo_json(value: Any) -> None:
-    # Non-str keys (a diff's deliveries are keyed by message seq) are written as strings.
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode())
-
-
-def echo_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    if not rows:
-        click.echo("(none)")
-        return
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for r in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-
-
-def write_output(text: str, output: str) -> None:
-    """To stdout for "-", else to the file, replaced atomically (never half-written)."""
+def write_output(text: str, output: str, *, force: bool = False) -> None:
+    """To stdout for "-", else to the file (see cli_files.write_file: atomic, never through a symlink,
+    an existing file only replaced with force)."""
     if output == "-":
         click.echo(text)
     else:
-        with click.open_file(output, "w", atomic=True) as f:
-            f.write(text + "\n")
+        write_file(output, text + "\n", force=force)
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (dict, list)):
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
-    return str(value)
-
-
-class TurnlogGroup(click.Group):
-    """Turns turnlog's own errors into one line and exit code 1."""
+class TurnlogCommand(click.Command):
+    """A subcommand: a usage mistake found by the library (InvalidRequest) prints this command's usage."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except InvalidRequest as e:
-            raise click.UsageError(str(e), ctx) from None
+            raise click.UsageError(visible(str(e)), ctx) from None
+
+
+def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # `turnlog sessions --db X` means the same as `turnlog --db X sessions`.
+    if value is not None:
+        root = ctx.find_root()
+        root.obj["db"] = value
+        root.obj["db_given"] = True
+
+
+class TurnlogGroup(click.Group):
+    """Turns turnlog's own errors into one line and exit code 1; every subcommand also takes --db."""
+
+    command_class = TurnlogCommand
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not any(p.name == "db" for p in cmd.params):
+            cmd.params.append(click.Option(["--db"], expose_value=False, callback=_db_after_subcommand,
+                                           help="Database (the same as turnlog --db, given after the command)."))
+        super().add_command(cmd, name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except InvalidRequest as e:
+            raise click.UsageError(visible(str(e)), ctx) from None
         except TurnlogError as e:
-            click.echo(f"Error: {e}", err=True)
+            click.echo(f"Error: {visible(str(e))}", err=True)
             ctx.exit(1)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+            ctx.exit(0)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
             if os.environ.get("TURNLOG_DEBUG"):
                 raise
-            click.echo(f"Error: {type(e).__name__}: {e} (set TURNLOG_DEBUG=1 for the traceback)", err=True)
+            click.echo(f"Error: {type(e).__name__}: {visible(str(e))} (set TURNLOG_DEBUG=1 for the traceback)",
+                       err=True)
             ctx.exit(1)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (`turnlog sessions | head -1`): that is not an error. Point stdout at
+    /dev/null so that the flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (CliRunner): nothing will be flushed to a pipe
 
 
 @click.group(cls=TurnlogGroup)
 @click.option("--db", envvar="TURNLOG_DB", default=api.DEFAULT_DB, show_default=True, help=DB_HELP)
 @click.option("--views", envvar="TURNLOG_VIEWS", default=None,
               help="Read-model SQLite file (only needed with a PostgreSQL log).")
-@click.version_option(package_name="turnlog")
+@click.version_option(package_name="turnlog", help="Show the version and exit.")
 @click.pass_context
 def main(ctx: click.Context, db: str, views: str | None) -> None:
     """turnlog: the event-sourced session engine of a multi-platform agent gateway.
@@ -89,7 +108,8 @@ def main(ctx: click.Context, db: str, views: str | None) -> None:
     Every session operation is an event in one log; the routing map, sessions and the audit
     timeline are projections rebuilt from it.
     """
-    ctx.obj = {"db": db, "views": views}
+    given = ctx.get_parameter_source("db") != click.core.ParameterSource.DEFAULT
+    ctx.obj = {"db": db, "views": views, "db_given": given}
 
 
 def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
@@ -103,14 +123,14 @@ def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--platform", required=True, help="telegram, discord, slack, whatsapp, feishu, weixin, ..."),
-        click.option("--chat-type", default="dm", show_default=True, help="dm, group, channel, thread, or any other"),
+        click.option("--chat-type", default="dm", show_default=True, help="dm, group, channel, thread, or any other."),
         click.option("--chat-id", default="", help="Chat id (WhatsApp DM ids are canonicalised)."),
-        click.option("--thread-id", default=None),
-        click.option("--user-id", default=None),
+        click.option("--thread-id", default=None, help="Thread or topic id inside the chat."),
+        click.option("--user-id", default=None, help="The sender's platform user id."),
         click.option("--user-id-alt", default=None, help="Stable alternate user id; wins over --user-id."),
         click.option("--scope-id", default=None, help="Workspace/guild scope (part of Slack keys)."),
-        click.option("--chat-name", default=None),
-        click.option("--user-name", default=None),
+        click.option("--chat-name", default=None, help="Display name of the chat."),
+        click.option("--user-name", default=None, help="Display name of the sender."),
         click.option("--profile", default=None, help="Multiplex profile (namespace agent:<profile>)."),
         click.option("--message-id", default=None, help="The inbound message id (recorded as the cause)."),
     ]
@@ -133,50 +153,53 @@ _SOURCE_FIELDS = ("platform", "chat_type", "chat_id", "thread_id", "user_id", "u
 
 @main.command()
 @source_options
-@click.option("--group-per-user/--no-group-per-user", default=True, show_default=True)
-@click.option("--thread-per-user/--no-thread-per-user", default=False, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def key(as_json: bool, group_per_user: bool, thread_per_user: bool, **options: Any) -> None:
+@click.option("--group-per-user/--no-group-per-user", default=True, show_default=True,
+              help="In groups, each sender has a session of their own.")
+@click.option("--thread-per-user/--no-thread-per-user", default=False, show_default=True,
+              help="In threads, each sender has a session of their own.")
+@output_options
+def key(out: Output, group_per_user: bool, thread_per_user: bool, **options: Any) -> None:
     """Print the session key of a source (no database needed)."""
     source = make_source(options)
     rk = resolve_routing_key(source, group_sessions_per_user=group_per_user,
                              thread_sessions_per_user=thread_per_user, profile=source.profile)
-    if as_json:
-        echo_json({"session_key": rk.key, "shared": rk.shared, "route_id": str(rk.route_id)})
-    else:
-        click.echo(rk.key)
-        click.echo(f"shared: {'yes' if rk.shared else 'no'}")
+    data = {"session_key": rk.key, "shared": rk.shared, "route_id": str(rk.route_id)}
+
+    def text() -> None:
+        out.line(rk.key)
+        out.line(f"shared: {'yes' if rk.shared else 'no'}")
+    out.record(data, text)
 
 
 @main.command()
 @source_options
 @click.option("--force-new", is_flag=True, help="Always start a new session for the key.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def route(ctx: click.Context, force_new: bool, as_json: bool, **options: Any) -> None:
+def route(ctx: click.Context, force_new: bool, out: Output, **options: Any) -> None:
     """Route one message: get or create the session of a source."""
     source = make_source(options)
     result = engine(ctx).get_or_create_session(source, force_new=force_new, actor="cli" if not source.user_id else None)
-    if as_json:
-        echo_json(result.to_dict())
-        return
-    click.echo(f"session_key: {result.session_key}")
-    click.echo(f"session_id:  {result.session_id}")
-    click.echo(f"created:     {'yes' if result.created else 'no'}" + (f" ({result.reason})" if result.reason else ""))
+
+    def text() -> None:
+        out.line(f"session_key: {result.session_key}")
+        out.line(f"session_id:  {result.session_id}")
+        out.line(f"created:     {'yes' if result.created else 'no'}" + (f" ({result.reason})" if result.reason else ""))
+    out.record(result.to_dict(), text)
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True)
+@limit_option
+@output_options
 @click.pass_context
-def sessions(ctx: click.Context, as_json: bool) -> None:
+def sessions(ctx: click.Context, out: Output, limit: int | None) -> None:
     """List every session with its flags."""
-    rows = engine(ctx).sessions()
-    if as_json:
-        echo_json(rows)
-    else:
+    rows = engine(ctx).sessions()[:limit]
+
+    def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
             r["state"] = _state(r)
-        echo_table(rows, ["session_id", "session_key", "state", "created_reason", "updated_at"])
+    out.rows(rows, ["session_id", "session_key", "state", "created_reason", "updated_at"], prepare)
 
 
 def _state(row: dict[str, Any]) -> str:
@@ -191,107 +214,130 @@ def _state(row: dict[str, Any]) -> str:
 
 @main.command()
 @click.argument("key_or_session")
-@click.option("--reason", default="operator", show_default=True)
+@click.option("--reason", default="operator", show_default=True, help="Why (recorded in the event).")
+@output_options
 @click.pass_context
-def suspend(ctx: click.Context, key_or_session: str, reason: str) -> None:
+def suspend(ctx: click.Context, key_or_session: str, reason: str, out: Output) -> None:
     """Suspend a session: the next message on its key starts a new one."""
     changed = engine(ctx).suspend(key_or_session, reason, actor="cli", cause="cli:suspend")
-    click.echo("suspended" if changed else "already suspended or ended: nothing changed")
+    out.record({"key_or_session": key_or_session, "suspended": True, "changed": changed},
+               lambda: out.line("suspended" if changed else "already suspended or ended: nothing changed"))
 
 
 @main.command("resume-pending")
 @click.argument("key_or_session")
-@click.option("--reason", default="restart_timeout", show_default=True)
+@click.option("--reason", default="restart_timeout", show_default=True, help="Why (recorded in the event).")
 @click.option("--clear", is_flag=True, help="Clear the marker instead of setting it.")
+@output_options
 @click.pass_context
-def resume_pending(ctx: click.Context, key_or_session: str, reason: str, clear: bool) -> None:
+def resume_pending(ctx: click.Context, key_or_session: str, reason: str, clear: bool, out: Output) -> None:
     """Mark (or --clear) a session as interrupted and waiting to be resumed."""
     t = engine(ctx)
     if clear:
         changed = t.clear_resume_pending(key_or_session, actor="cli", cause="cli:resume-pending")
     else:
         changed = t.mark_resume_pending(key_or_session, reason, actor="cli", cause="cli:resume-pending")
-    click.echo("changed" if changed else "nothing changed")
+    out.record({"key_or_session": key_or_session, "resume_pending": not clear, "changed": changed},
+               lambda: out.line("changed" if changed else "nothing changed"))
 
 
 @main.command()
 @click.argument("key")
 @click.argument("session_id")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--force", is_flag=True, help="Take the session even if another routing key owns it.")
+@output_options
 @click.pass_context
-def switch(ctx: click.Context, key: str, session_id: str, as_json: bool) -> None:
-    """Point routing KEY at an existing SESSION_ID (the previous session ends: session_switch)."""
-    result = engine(ctx).switch_session(key, session_id, actor="cli", cause="cli:switch")
+def switch(ctx: click.Context, key: str, session_id: str, force: bool, out: Output) -> None:
+    """Point routing KEY (a key string or a route id) at an existing SESSION_ID (the previous session
+    ends: session_switch). A session that belongs to another key needs --force."""
+    t = engine(ctx)
+    try:
+        result = t.switch_session(key, session_id, actor="cli", cause="cli:switch")
+    except SessionOwnedElsewhere as e:
+        if not force:
+            raise click.ClickException(f"{visible(str(e))}: give --force to take it") from None
+        click.echo(f"warning: {visible(str(e))}; taking it (--force)", err=True)
+        result = t.switch_session(key, session_id, actor="cli", cause="cli:switch", force=True)
     if result is None:
-        raise click.ClickException(f"no routing key {key!r}")
-    if as_json:
-        echo_json(result.to_dict())
-    else:
-        click.echo(f"{result.session_key} -> {result.session_id}")
+        raise click.ClickException(f"no routing key {visible(key)!r}")
+    out.record(result.to_dict(), lambda: out.line(f"{result.session_key} -> {result.session_id}"))
 
 
 @main.command("export-routing")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default="-", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", show_default=True,
+              help="Write to this file (- for stdout); an existing file needs --force, a link is refused.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@output_options
 @click.pass_context
-def export_routing(ctx: click.Context, output: str) -> None:
-    """Write the routing map as Hermes-compatible sessions.json."""
-    write_output(orjson.dumps(engine(ctx).export_routing(), option=orjson.OPT_INDENT_2).decode(), output)
+def export_routing(ctx: click.Context, output: str, force: bool, out: Output) -> None:
+    """Write the routing map as Hermes-compatible sessions.json.
+
+    With --nl or --csv, one line per route instead (fields of the sessions.json entry)."""
+    try:
+        data = engine(ctx).export_routing()
+    except AmbiguousKey as e:  # the log is fine; sessions.json just cannot say it
+        raise click.ClickException(visible(str(e))) from None
+    if out.fmt in ("nl", "csv"):
+        out.rows([{"session_key": k, **v} for k, v in data.items() if not k.startswith("_")], [])
+        return
+    write_output(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode(), output, force=force)
 
 
 @main.command()
 @click.argument("key_or_session")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def show(ctx: click.Context, key_or_session: str, as_json: bool) -> None:
-    """A session's flags, lease holder and transcript."""
+def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
+    """A session's flags, lease holder and transcript (--nl/--csv: the transcript's messages)."""
     data = engine(ctx).show(key_or_session)
-    if as_json:
-        echo_json(data)
-        return
-    for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
-        click.echo(f"{name + ':':<19}{_cell(data.get(name))}")
-    click.echo(f"{'state:':<19}{_state(data)}")
-    lease = data["lease"]
-    click.echo(f"{'lease:':<19}" + (f"epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}"
-                                    if lease else "free"))
-    click.echo("")
-    echo_table(data["messages"], ["seq", "timestamp", "role", "epoch", "content"])
+
+    def text() -> None:
+        for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
+            out.line(f"{name + ':':<19}{_cell(data.get(name))}")
+        out.line(f"{'state:':<19}{_state(data)}")
+        lease = data["lease"]
+        out.line(f"{'lease:':<19}" + (f"epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}"
+                                      if lease else "free"))
+        out.line("")
+        echo_table(data["messages"], ["seq", "timestamp", "role", "epoch", "content"])
+    out.record(data, text, rows=data["messages"])
 
 
 @main.command()
-@click.option("--status", type=click.Choice(["pending", "attempting", "delivered", "failed", "abandoned"]))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--status", type=click.Choice(["pending", "attempting", "delivered", "failed", "abandoned"]),
+              help="Only deliveries in this state.")
+@limit_option
+@output_options
 @click.pass_context
-def ledger(ctx: click.Context, status: str | None, as_json: bool) -> None:
+def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | None) -> None:
     """The delivery ledger: every reply owed, its state and attempts."""
-    rows = engine(ctx).ledger(status)
-    if as_json:
-        echo_json(rows)
-    else:
+    rows = engine(ctx).ledger(status)[:limit]
+
+    def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
             r["content"] = r["content"][:40] + ("…" if len(r["content"]) > 40 else "")
-        echo_table(rows, ["session_id", "seq", "platform", "chat_id", "state", "attempts", "owner", "content"])
+    out.rows(rows, ["session_id", "seq", "platform", "chat_id", "state", "attempts", "owner", "content"], prepare)
 
 
 @main.command()
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def queue(ctx: click.Context, key: str, as_json: bool) -> None:
-    """Inbound items waiting (or running) for a routing key, oldest first."""
+def queue(ctx: click.Context, key: str, out: Output) -> None:
+    """Inbound items waiting (or running) for a routing KEY (a key string or a route id), oldest first."""
     rows = engine(ctx).queue(key)
-    if as_json:
-        echo_json(rows)
-    else:
-        echo_table(rows, ["item_id", "kind", "state", "accepted_at", "text"])
-        click.echo(f"depth: {sum(1 for r in rows if r['state'] == 'pending')}")
+    if not out.is_table:
+        out.rows(rows, [])
+        return
+    echo_table(rows, ["item_id", "kind", "state", "accepted_at", "text"])
+    out.line(f"depth: {sum(1 for r in rows if r['state'] == 'pending')}")
 
 
 @main.command("ingest")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@output_options
 @click.pass_context
-def ingest_command(ctx: click.Context, file: Any, as_json: bool) -> None:
+def ingest_command(ctx: click.Context, file: Any, out: Output) -> None:
     """Replay JSONL gateway traffic (FILE or - for stdin) through the engine.
 
     A malformed line is reported with its number and skipped; the rest is applied. Exit code 1
@@ -302,33 +348,33 @@ def ingest_command(ctx: click.Context, file: Any, as_json: bool) -> None:
     clock = ReplayClock()
     t = engine(ctx, clock=clock)
     lines = list(read_lines(file))
-    show_bar = sys.stderr.isatty() and not as_json
+    show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=len(lines), label="ingesting", file=sys.stderr,
                            hidden=not show_bar) as bar:
         report = ingest(t, clock, lines, on_line=lambda n: bar.update(1))
     for line_no, error in report.errors or []:
-        click.echo(f"line {line_no}: {error}", err=True)
-    if as_json:
-        echo_json(report.to_dict())
-    else:
-        click.echo(f"{report.applied} records applied ({report.turns} turns, {report.commands} commands,"
-                   f" {report.queued} queued), {len(report.errors or [])} failed")
+        click.echo(f"line {line_no}: {visible(str(error))}", err=True)
+    out.record(report.to_dict(), lambda: out.line(
+        f"{report.applied} records applied ({report.turns} turns, {report.commands} commands,"
+        f" {report.queued} queued), {len(report.errors or [])} failed"))
     if report.errors:
         ctx.exit(1)
 
 
 @main.command()
-@click.option("--sessions", "-S", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--turns", "-T", type=click.IntRange(min=1), default=25, show_default=True)
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--sessions", "-S", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Sessions (conversations) in the workload.")
+@click.option("--turns", "-T", type=click.IntRange(min=1), default=25, show_default=True,
+              help="Turns per session.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the workload's randomness.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep the benchmark database here (default: a temporary folder, deleted).")
-@click.option("--json", "as_json", is_flag=True)
-def bench(sessions: int, turns: int, seed: int, workdir: str | None, as_json: bool) -> None:
+@output_options
+def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
     from .bench import run_bench
 
-    show_bar = sys.stderr.isatty() and not as_json
+    show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=sessions * turns, label="turns", file=sys.stderr, hidden=not show_bar) as bar:
         done = [0]
 
@@ -340,79 +386,86 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, as_json: bo
             result = run_bench(sessions, turns, seed, workdir=workdir, progress=progress)
         except ValueError as e:
             raise click.UsageError(str(e)) from None
-    if as_json:
-        echo_json(result)
-        return
-    lat = result["turn_latency_ms"]
-    click.echo(f"{result['turns_done']} turns on {sessions} sessions: {result['turns_per_s']} turns/s,"
-               f" p50 {lat['p50']} ms, p99 {lat['p99']} ms")
-    click.echo(f"restart (load every session and transcript): {result['restart']['load_s']} s")
-    click.echo(f"projections rebuild: {result['projections_rebuild']['seconds']} s"
-               f" ({result['projections_rebuild']['events_per_s']} events/s)")
-    click.echo(f"bytes after workload: {result['bytes_after_workload']}")
+
+    def text() -> None:
+        lat = result["turn_latency_ms"]
+        out.line(f"{result['turns_done']} turns on {sessions} sessions: {result['turns_per_s']} turns/s,"
+                 f" p50 {lat['p50']} ms, p99 {lat['p99']} ms")
+        out.line(f"restart (load every session and transcript): {result['restart']['load_s']} s")
+        out.line(f"projections rebuild: {result['projections_rebuild']['seconds']} s"
+                 f" ({result['projections_rebuild']['events_per_s']} events/s)")
+        out.line(f"bytes after workload: {result['bytes_after_workload']}")
+    out.record(result, text)
 
 
 @main.command()
 @click.option("--gateway", "name", default="main", show_default=True, help="Gateway name.")
 @click.option("--dry-run", is_flag=True, help="Report what recovery would do; change nothing.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def recover(ctx: click.Context, name: str, dry_run: bool, as_json: bool) -> None:
+def recover(ctx: click.Context, name: str, dry_run: bool, out: Output) -> None:
     """Recover the unclean boots of a gateway: interrupted turns, owed replies, stuck loops.
 
     Replies are delivered by the gateway's own ledger sweep when it starts; this command records
-    what recovery decides (or, with --dry-run, only prints it).
+    what recovery decides (or, with --dry-run, only prints it). --nl/--csv: the interrupted turns.
     """
     report = engine(ctx).recover(name, dry_run=dry_run)
-    if as_json:
-        echo_json(report.to_dict())
-        return
-    verb = "would recover" if dry_run else "recovered"
-    click.echo(f"{verb} {len(report.recovered_boots)} unclean boot(s) of gateway {name}")
-    echo_table([t.to_dict() for t in report.interrupted], ["session_id", "session_key", "epoch", "boot_id", "action"])
+    interrupted = [t.to_dict() for t in report.interrupted]
+
+    def text() -> None:
+        verb = "would recover" if dry_run else "recovered"
+        out.line(f"{verb} {len(report.recovered_boots)} unclean boot(s) of gateway {name}")
+        echo_table(interrupted, ["session_id", "session_key", "epoch", "boot_id", "action"])
+    out.record(report.to_dict(), text, rows=interrupted)
 
 
 @main.command()
 @click.option("--gateway", "name", default="main", show_default=True, help="Gateway name.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def status(ctx: click.Context, name: str, as_json: bool) -> None:
+def status(ctx: click.Context, name: str, out: Output) -> None:
     """Last boot and whether it ended clean, active turns, owed replies, interrupted and suspended sessions."""
     data = engine(ctx).status(name)
-    if as_json:
-        echo_json(data)
-        return
-    boot = data["last_boot"]
-    if boot is None:
-        click.echo(f"gateway {name}: never started")
-    else:
-        ended = {True: "ended clean", False: "ended UNCLEAN", None: boot["state"]}[boot["ended_clean"]]
-        if boot["state"] in ("running", "draining") and not boot["recovered"]:
-            ended = f"{boot['state']} (or died without a stop: `turnlog recover` tells)"
-        click.echo(f"gateway {name}: last boot {boot['boot_id']} (pid {boot['pid']} on {boot['host']}),"
-                   f" started {boot['started_at']}, {ended}")
-    for title, rows, columns in (
-            ("active turns", data["active_turns"], ["session_id", "owner", "epoch", "expires_at"]),
-            ("pending deliveries", data["pending_deliveries"], ["session_id", "seq", "platform", "state", "attempts"]),
-            ("resume_pending", data["resume_pending"], ["session_id", "session_key", "resume_reason"]),
-            ("suspended", data["suspended"], ["session_id", "session_key", "suspend_reason"])):
-        click.echo(f"\n{title}: {len(rows)}")
-        if rows:
-            echo_table(rows, columns)
+
+    def text() -> None:
+        boot = data["last_boot"]
+        if boot is None:
+            out.line(f"gateway {name}: never started")
+        else:
+            ended = {True: "ended clean", False: "ended UNCLEAN", None: boot["state"]}[boot["ended_clean"]]
+            if boot["state"] in ("running", "draining") and not boot["recovered"]:
+                ended = f"{boot['state']} (or died without a stop: `turnlog recover` tells)"
+            out.line(f"gateway {name}: last boot {boot['boot_id']} (pid {boot['pid']} on {boot['host']}),"
+                     f" started {boot['started_at']}, {ended}")
+        for title, rows, columns in (
+                ("active turns", data["active_turns"], ["session_id", "owner", "epoch", "expires_at"]),
+                ("pending deliveries", data["pending_deliveries"],
+                 ["session_id", "seq", "platform", "state", "attempts"]),
+                ("resume_pending", data["resume_pending"], ["session_id", "session_key", "resume_reason"]),
+                ("suspended", data["suspended"], ["session_id", "session_key", "suspend_reason"])):
+            out.line("")
+            out.line(f"{title}: {len(rows)}")
+            if rows:
+                echo_table(rows, columns)
+    out.record(data, text)
 
 
 @main.command()
+@output_options
 @click.pass_context
-def demo(ctx: click.Context) -> None:
-    """Run a scripted multi-platform scenario on a fresh database and show what the log holds."""
+def demo(ctx: click.Context, out: Output) -> None:
+    """Run a scripted multi-platform scenario on a fresh database and show what the log holds.
+
+    With --json, --nl or --csv the tables are printed in that format and the narration goes to stderr."""
     from .demo import run_demo
 
-    db = ctx.find_root().obj["db"]
-    if ctx.find_root().get_parameter_source("db") == click.core.ParameterSource.DEFAULT:
+    root = ctx.find_root().obj
+    db = root["db"]
+    if not root.get("db_given"):
         db = os.path.join(tempfile.mkdtemp(prefix="turnlog-demo-"), "demo.db")
     elif os.path.exists(db):
         raise click.UsageError(f"the demo needs a fresh database; {db} exists")
-    run_demo(db, click.echo, echo_table)
+    run_demo(db, out.line, lambda rows, columns: out.rows(rows, columns))
 
 
 __all__ = ["main"]

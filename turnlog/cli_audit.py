@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
-from .cli import _cell, echo_json, echo_table, engine, main, write_output
+from .cli import _cell, echo_table, engine, main, write_output
+from .cli_keys import key_filter
+from .cli_output import Output, limit_option, output_options
 from .export import FORMATS, render
 from .timetravel import AsOf
 
@@ -18,87 +20,104 @@ EVENT_HELP = "Only these event names (repeatable), e.g. --type RouteBound --type
 @click.option("--since", default=None, help="ISO time or log position #N (inclusive).")
 @click.option("--until", default=None, help="ISO time or log position #N (inclusive).")
 @click.option("--type", "types", multiple=True, help=EVENT_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@limit_option
+@output_options
 @click.pass_context
 def history(ctx: click.Context, key_or_session: str, since: str | None, until: str | None,
-            types: tuple[str, ...], as_json: bool) -> None:
-    """The audit timeline of a routing key or a session: every event, who did it and why."""
+            types: tuple[str, ...], out: Output, limit: int | None) -> None:
+    """The audit timeline of a routing key (a key string or a route id) or a session: every event,
+    who did it and why."""
     entries = [e.to_dict() for e in engine(ctx).history(key_or_session, since=since, until=until, types=types)]
-    if as_json:
-        echo_json(entries)
-    else:
-        echo_table(entries, ["position", "at", "event", "actor", "cause", "session_id", "summary"])
+    out.rows(entries[:limit], ["position", "at", "event", "actor", "cause", "session_id", "summary"])
 
 
 @main.command()
 @click.argument("when")
 @click.argument("view", type=click.Choice(list(AsOf.VIEWS)), default="routes")
-@click.option("--key", default=None, help="Only this routing key.")
+@click.option("--key", default=None, help="Only this routing key (a key string or a route id).")
 @click.option("--session", default=None, help="Only this session.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def at(ctx: click.Context, when: str, view: str, key: str | None, session: str | None, as_json: bool) -> None:
+def at(ctx: click.Context, when: str, view: str, key: str | None, session: str | None, out: Output) -> None:
     """The state as it was at WHEN (an ISO time or a log position #N): routes, sessions, leases,
-    ledger, queue or transcript."""
-    moment = engine(ctx).at(when)
-    rows = moment.view(view, key=key, session=session)
-    if as_json:
-        echo_json({"position": moment.position, "at": moment.at, view: rows})
-        return
-    click.echo(f"as of #{moment.position} ({moment.at or 'the beginning'}):")
-    if rows:
-        echo_table(rows, list(rows[0].keys()))
-    else:
-        click.echo("(none)")
+    ledger, queue or transcript. --nl/--csv: the view's rows."""
+    t = engine(ctx)
+    moment = t.at(when)
+    rows = moment.view(view, key=key_filter(t, key), session=session)
+
+    def text() -> None:
+        out.line(f"as of #{moment.position} ({moment.at or 'the beginning'}):")
+        echo_table(rows, list(rows[0].keys()) if rows else [])
+    out.record({"position": moment.position, "at": moment.at, view: rows}, text, rows=rows)
 
 
 @main.command()
 @click.argument("a")
 @click.argument("b")
-@click.option("--key", default=None, help="Only this routing key.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--key", default=None, help="Only this routing key (a key string or a route id).")
+@output_options
 @click.pass_context
-def diff(ctx: click.Context, a: str, b: str, key: str | None, as_json: bool) -> None:
-    """What changed between moments A and B (ISO times or #N), by routing key and by session."""
-    result = engine(ctx).diff(a, b, key=key)
-    if as_json:
-        echo_json(result)
-        return
-    click.echo(f"#{result['from']} -> #{result['to']}: {result['events']} events")
-    for name, changes in result["keys"].items():
-        for c in changes:
-            click.echo(f"  key {name}: {c['change']} {_cell(c['from_session'])} -> {_cell(c['to_session'])}"
-                       f" ({_cell(c['reason'])})")
-    for session_id, change in result["sessions"].items():
-        click.echo(f"  session {session_id}:")
-        for part, value in change.items():
-            click.echo(f"    {part}: {_cell(value)}")
+def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> None:
+    """What changed between moments A and B (ISO times or #N), by routing key and by session.
+
+    Changes always read from the earlier moment to the later one: when A is after B, a note on
+    stderr says so."""
+    t = engine(ctx)
+    first, second = t.at(a).position, t.at(b).position
+    if first > second:
+        out.line(f"note: A ({a} = #{first}) is after B ({b} = #{second}): showing the changes from"
+                 f" #{second} to #{first}", err=True)
+    result = t.diff(a, b, key=key_filter(t, key))
+
+    def text() -> None:
+        out.line(f"#{result['from']} -> #{result['to']}: {result['events']} events")
+        for name, changes in result["keys"].items():
+            for c in changes:
+                out.line(f"  key {_cell(name)}: {c['change']} {_cell(c['from_session'])} -> {_cell(c['to_session'])}"
+                         f" ({_cell(c['reason'])})")
+        for session_id, change in result["sessions"].items():
+            out.line(f"  session {_cell(session_id)}:")
+            for part, value in change.items():
+                out.line(f"    {part}: {_cell(value)}")
+    out.record(result, text)
 
 
 @main.command()
 @click.argument("key_or_session")
 @click.option("--lineage", is_flag=True, help="Follow compression rotations from the root to the tip.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default="-", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
+              help="The document's format: Hermes JSON, JSONL (one message a line) or Markdown.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", show_default=True,
+              help="Write to this file (- for stdout); an existing file needs --force, a link is refused.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@output_options
 @click.pass_context
-def export(ctx: click.Context, key_or_session: str, lineage: bool, fmt: str, output: str) -> None:
-    """Export a session (Hermes-compatible JSON, JSONL or Markdown)."""
-    write_output(render(engine(ctx).export(key_or_session, lineage=lineage), fmt), output)
+def export(ctx: click.Context, key_or_session: str, lineage: bool, fmt: str, output: str, force: bool,
+           out: Output) -> None:
+    """Export a session (Hermes-compatible JSON, JSONL or Markdown).
+
+    --format chooses the document. With -o FILE, the output options print what was written
+    (nothing for the table format); with --nl or --csv and no -o, the session's messages."""
+    document = engine(ctx).export(key_or_session, lineage=lineage)
+    if output == "-" and out.fmt in ("nl", "csv"):
+        out.rows(document["messages"], [])  # each message names its session_id
+        return
+    text = render(document, fmt)
+    write_output(text, output, force=force)
+    if output != "-" and not out.is_table:
+        out.record({"output": output, "format": fmt, "bytes": len((text + "\n").encode())})
 
 
 @main.command()
 @click.argument("session_id")
 @click.option("--at", "when", required=True, help="Log position #N (or ISO time) to fork at.")
 @click.option("--to-key", default=None, help="Point this routing key at the fork.")
-@click.option("--json", "as_json", is_flag=True)
+@output_options
 @click.pass_context
-def fork(ctx: click.Context, session_id: str, when: str, to_key: str | None, as_json: bool) -> None:
+def fork(ctx: click.Context, session_id: str, when: str, to_key: str | None, out: Output) -> None:
     """Make a new session whose transcript is SESSION_ID's up to --at."""
     t = engine(ctx)
     fork_id = t.fork(session_id, when, to_key=to_key, actor="cli")
     data: dict[str, Any] = {"session_id": fork_id, "parent_session_id": session_id,
                             "messages": len(t.transcript(fork_id))}
-    if as_json:
-        echo_json(data)
-    else:
-        click.echo(f"forked {session_id} at {when} -> {fork_id} ({data['messages']} messages)")
+    out.record(data, lambda: out.line(f"forked {session_id} at {when} -> {fork_id} ({data['messages']} messages)"))

@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from .cli import echo_json, echo_table, engine, main
+from .cli import echo_table, engine, main
+from .cli_keys import key_filter
+from .cli_output import Output, output_options
 
 SNIPPET_WIDTH = 100
 
@@ -16,30 +18,30 @@ SNIPPET_WIDTH = 100
 @main.command()
 @click.argument("query")
 @click.option("--session", default=None, help="Only this session id.")
-@click.option("--key", default=None, help="Only messages of this routing key.")
+@click.option("--key", default=None, help="Only messages of this routing key (a key string or a route id).")
 @click.option("--platform", default=None, help="Only this platform (telegram, slack, ...).")
 @click.option("--role", default=None, help="Only this role (user, assistant, tool, ...).")
 @click.option("--since", default=None, help="From this ISO time (with a zone) or date, inclusive.")
 @click.option("--until", default=None, help="Before this ISO time (with a zone) or date.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="Show at most this many hits.")
+@output_options
 @click.pass_context
 def search(ctx: click.Context, query: str, session: str | None, key: str | None, platform: str | None,
-           role: str | None, since: str | None, until: str | None, limit: int, as_json: bool) -> None:
+           role: str | None, since: str | None, until: str | None, limit: int, out: Output) -> None:
     """Full-text search of every transcript, best match first.
 
     QUERY is words ("quoted phrases" kept, FTS5 operators made safe) or Chinese, Japanese or
     Korean text, found by substring. Matches are marked >>>like this<<< in the snippet.
     """
-    hits = engine(ctx).search(query, session=session, key=key, platform=platform, role=role, since=since,
+    t = engine(ctx)
+    hits = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
                               until=until, limit=limit)
-    if as_json:
-        echo_json(hits)
-        return
-    for hit in hits:
-        text = " ".join(hit["snippet"].split())
-        hit["snippet"] = text if len(text) <= SNIPPET_WIDTH else text[: SNIPPET_WIDTH - 1] + "…"
-    echo_table(hits, ["session_id", "seq", "role", "at", "session_key", "snippet"])
+
+    def prepare(hits: list[dict[str, Any]]) -> None:
+        for hit in hits:
+            text = " ".join(hit["snippet"].split())
+            hit["snippet"] = text if len(text) <= SNIPPET_WIDTH else text[: SNIPPET_WIDTH - 1] + "…"
+    out.rows(hits, ["session_id", "seq", "role", "at", "session_key", "snippet"], prepare)
 
 
 @main.command()
@@ -51,10 +53,10 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
               help="Milliseconds to wait between batches, to let a live gateway's writes through.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes sharing the work (default: 2 for a large rebuild on 2 cores or more).")
-@click.option("--json", "as_json", is_flag=True, help="Print counts and seconds as JSON (no progress bar).")
+@output_options
 @click.pass_context
 def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int | None, pause: float,
-            workers: int | None, as_json: bool) -> None:
+            workers: int | None, out: Output) -> None:
     """Rebuild read models from the log into fresh tables, then swap them in.
 
     NAMES are projections (routes, sessions, timeline, ledger, queue, leases, route_history, search,
@@ -66,7 +68,7 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
     if names and all_:
         raise click.UsageError("give projection names or --all, not both")
     t = engine(ctx)
-    show_bar = sys.stderr.isatty() and not as_json
+    show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=1, label="rebuilding", file=sys.stderr, hidden=not show_bar, show_eta=True,
                            item_show_func=lambda rate: rate) as bar:
         started = time.perf_counter()
@@ -78,23 +80,23 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
 
         report = t.rebuild_projections(None if all_ else list(names), progress=progress, pause=pause / 1000,
                                          batch=batch, workers=workers)
-    if as_json:
-        echo_json(report)
-        return
-    rate = f", {report['events_per_s']:,} events/s" if report["events_per_s"] else ""
-    shared = f", {report['workers']} processes" if report["workers"] > 1 else ""
-    click.echo(f"rebuilt from {report['events']} events: {', '.join(report['projections'])}"
-               f" ({report['seconds']} s{rate}{shared})")
-    for name, position in report["resumed"].items():
-        click.echo(f"{name}: resumed an interrupted rebuild at position {position}")
+
+    def text() -> None:
+        rate = f", {report['events_per_s']:,} events/s" if report["events_per_s"] else ""
+        shared = f", {report['workers']} processes" if report["workers"] > 1 else ""
+        out.line(f"rebuilt from {report['events']} events: {', '.join(report['projections'])}"
+                 f" ({report['seconds']} s{rate}{shared})")
+        for name, position in report["resumed"].items():
+            out.line(f"{name}: resumed an interrupted rebuild at position {position}")
+    out.record(report, text)
 
 
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--chain", is_flag=True, help="Check the log itself against its hash chain instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@output_options
 @click.pass_context
-def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, as_json: bool) -> None:
+def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, out: Output) -> None:
     """Rebuild read models from the log into a temporary file and compare them with the live ones.
 
     Names every projection and row that differs; exit code 1 if any does. With --chain, recompute
@@ -104,31 +106,32 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, as_json: boo
         if names:
             raise click.UsageError("--chain checks the whole log: give no projection names")
         breaks = [b.to_dict() for b in engine(ctx).verify_chain()]
-        if as_json:
-            echo_json({"ok": not breaks, "breaks": breaks})
-        elif not breaks:
-            click.echo("chain: ok")
-        for b in breaks if not as_json else []:
-            click.echo(f"chain: event at position {b['position']} {b['problem']}")
+
+        def chain_text() -> None:
+            if not breaks:
+                out.line("chain: ok")
+            for b in breaks:
+                out.line(f"chain: event at position {b['position']} {b['problem']}")
+        out.record({"ok": not breaks, "breaks": breaks}, chain_text, rows=breaks)
         if breaks:
             ctx.exit(1)
         return
     report = engine(ctx).verify(list(names) or None)
-    if as_json:
-        echo_json(report)
-    else:
+
+    def text() -> None:
         for p in report["projections"]:
-            click.echo(f"{p['name']}: {'ok' if p['ok'] else 'MISMATCH'} at position {p['position']}")
+            out.line(f"{p['name']}: {'ok' if p['ok'] else 'MISMATCH'} at position {p['position']}")
             for problem in p["problems"]:
-                click.echo(f"  {problem}")
+                out.line(f"  {problem}")
             for table in p["tables"]:
                 if table.get("problem"):
-                    click.echo(f"  {table['table']}: {table['problem']}")
+                    out.line(f"  {table['table']}: {table['problem']}")
                 for d in table["differences"]:
-                    click.echo(f"  {table['table']}: {d['kind']} row {_key(d['key'])}")
+                    out.line(f"  {table['table']}: {d['kind']} row {_key(d['key'])}")
                 hidden = table["changed"] + table["missing"] + table["extra"] - len(table["differences"])
                 if hidden > 0:
-                    click.echo(f"  {table['table']}: and {hidden} more")
+                    out.line(f"  {table['table']}: and {hidden} more")
+    out.record(report, text, rows=report["projections"])
     if not report["ok"]:
         ctx.exit(1)
 
@@ -136,9 +139,9 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, as_json: boo
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Report only; repair nothing.")
 @click.option("--deep", is_flag=True, help="Also compare every read model with a rebuild (as verify does).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@output_options
 @click.pass_context
-def doctor(ctx: click.Context, dry_run: bool, deep: bool, as_json: bool) -> None:
+def doctor(ctx: click.Context, dry_run: bool, deep: bool, out: Output) -> None:
     """Check the read models and rebuild damaged ones from the log (which is never changed).
 
     Checks SQLite's quick_check, missing tables, unfinished rebuilds, positions and the
@@ -146,15 +149,16 @@ def doctor(ctx: click.Context, dry_run: bool, deep: bool, as_json: bool) -> None
     problem remains.
     """
     report = engine(ctx).doctor(repair=not dry_run, deep=deep)
-    if as_json:
-        echo_json(report)
-    elif not report["findings"]:
-        click.echo("no problems found (" + ", ".join(report["checked"]) + ")")
-    else:
-        rows: list[dict[str, Any]] = [
-            {**f, "state": "repaired" if f["repaired"] else ("found" if dry_run else "NOT REPAIRED")}
-            for f in report["findings"]]
-        echo_table(rows, ["check", "projection", "state", "problem"])
+    rows: list[dict[str, Any]] = [
+        {**f, "state": "repaired" if f["repaired"] else ("found" if dry_run else "NOT REPAIRED")}
+        for f in report["findings"]]
+
+    def text() -> None:
+        if not report["findings"]:
+            out.line("no problems found (" + ", ".join(report["checked"]) + ")")
+        else:
+            echo_table(rows, ["check", "projection", "state", "problem"])
+    out.record(report, text, rows=rows)
     if not report["ok"]:
         ctx.exit(1)
 

@@ -31,3 +31,11 @@ class StaleLease(TurnlogError):
 
 class GatewayStillRunning(TurnlogError):
     """A boot of the gateway is alive in another process: it cannot be recovered or replaced."""
+
+
+class SessionOwnedElsewhere(TurnlogError):
+    """The session belongs to another routing key (or user): taking it needs an explicit force."""
+
+
+class AmbiguousKey(InvalidRequest):
+    """A key string names several routes (chat `a:b` + user `c`, chat `a` + user `b:c`): give a route id."""

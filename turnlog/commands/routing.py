@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
+from ..domain.keys import RoutingKey, legacy_slack_key, require_conversation, resolve_routing_key
+from ..domain.ownership import bound_session_ids
 from ..domain.policy import route_decision
 from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound, SessionOwnedElsewhere
 from .context import CommandContext, session_aggregate_id
 from .singleflight import SingleFlight
 
@@ -74,6 +75,7 @@ class RoutingCommands:
         self._flight = SingleFlight()
 
     def routing_key(self, source: SessionSource) -> RoutingKey:
+        require_conversation(source)
         return resolve_routing_key(source, profile=source.profile or self.ctx.config.profile,
                                    **self.ctx.config.key_options())
 
@@ -195,8 +197,12 @@ class RoutingCommands:
 
     # -- lifecycle commands on a route (by its aggregate id) or on a session ------------------
 
-    def switch_session(self, route_id: Any, target_session_id: str, *, actor: str, cause: str) -> RouteResult | None:
-        """Point a routing key at an existing session (spec §4); None when the key is unknown."""
+    def switch_session(self, route_id: Any, target_session_id: str, *, actor: str, cause: str,
+                       force: bool = True) -> RouteResult | None:
+        """Point a routing key at an existing session (spec §4); None when the key is unknown.
+
+        Without `force`, a session that belongs to another key (never bound to this route, last
+        used under another key) is refused with SessionOwnedElsewhere."""
         def attempt() -> RouteResult | None:
             ctx = self.ctx
             route: Route | None = ctx.get(route_id)
@@ -208,6 +214,9 @@ class RoutingCommands:
                 raise NotFound(f"no session {target_session_id!r}")
             if route.session_id == target_session_id:
                 return self._result(rk, target_session_id, False, None, None, 0)
+            if not force and target.session_key != route.session_key and not self.has_owned(route_id, target_session_id):
+                raise SessionOwnedElsewhere(
+                    f"session {target_session_id} belongs to routing key {target.session_key!r}, not {route.session_key!r}")
             now = ctx.clock.now()
             previous = ctx.session(route.session_id) if route.session_id else None
             if previous is not None:
@@ -218,6 +227,10 @@ class RoutingCommands:
             return self._result(rk, target_session_id, False, "session_switch",
                                 previous.session_id if previous else None, position)
         return self.ctx.retrying(attempt, f"switching to {target_session_id}")
+
+    def has_owned(self, route_id: Any, session_id: str) -> bool:
+        """True when the route has ever pointed at the session (read from the route's own events)."""
+        return session_id in bound_session_ids(self.ctx.app.events.get(route_id))
 
     def detach(self, route_id: Any, *, end_reason: str, actor: str, cause: str) -> str | None:
         """End the route's session and unbind it, so that the next message gets a new one."""

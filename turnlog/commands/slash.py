@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain.inbox import HUMAN, QUEUED, Inbox
+from ..domain.ownership import started_by
 from ..domain.policy import explicit_reset_notice
 from ..domain.route import Route
 from ..domain.session import Session
@@ -19,7 +20,7 @@ from ..domain.source import SessionSource
 from ..errors import NotFound
 from .context import CommandContext
 from .inbound import InboundCommands, QueueFull
-from .routing import RoutingCommands, actor_of
+from .routing import RoutingCommands, actor_of, origin_of
 from .turns import TurnCommands
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
@@ -138,10 +139,13 @@ class SlashCommands:
     def resume(self, source: SessionSource, target: str, *, actor: str, cause: str) -> CommandResult:
         if not target:
             return CommandResult("/resume", "Usage: /resume <session id>", None, False)
-        if self.ctx.session(target) is None:
+        session = self.ctx.session(target)
+        if session is None:
             # Checked before routing: on a key never routed, an unknown id must not create a session.
             return CommandResult("/resume", f"No session {target}.", None, False)
         rk = self.routing.routing_key(source)
+        if not started_by(session.origin, source) and not self.routing.has_owned(rk.route_id, target):
+            return self.refuse_resume(source, rk, target, actor=actor, cause=cause)
         try:
             result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)
         except NotFound:
@@ -152,3 +156,17 @@ class SlashCommands:
             result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)
         assert result is not None
         return CommandResult("/resume", f"Resumed session {target}.", target, result.reason is not None)
+
+    def refuse_resume(self, source: SessionSource, rk: Any, target: str, *, actor: str, cause: str) -> CommandResult:
+        """A chat may only take back its own sessions: anything else is refused and audited on its route."""
+        def step() -> None:
+            now = self.ctx.clock.now()
+            route: Route | None = self.ctx.get(rk.route_id)
+            if route is None:  # a key never routed: its route is registered to hold the record
+                route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
+                                  session_key=rk.key, parts=list(rk.parts), origin=origin_of(source))
+            route.refuse_resume(target, reason="not_owned", at=now, actor=actor, cause=cause)
+            self.ctx.save(route)
+        self.ctx.retrying(step, f"/resume on {rk.key}")
+        return CommandResult("/resume", f"Session {target} is not one of this chat's sessions: not resumed.",
+                             None, False)

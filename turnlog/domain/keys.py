@@ -22,6 +22,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Union
 
+from ..errors import InvalidRequest
 from .source import ChatType, Platform, SessionSource
 
 # Fixed forever: route ids of every stored route are derived from it.
@@ -63,6 +64,17 @@ def resolve_routing_key(
         source, group_sessions_per_user, thread_sessions_per_user, profile, whatsapp_aliases,
         with_slack_scope=True,
     )
+
+
+def require_conversation(source: SessionSource) -> None:
+    """What the engine routes must name its conversation. The key rules give an anonymous source a
+    shared sink (`agent:main:signal:dm`, `agent:main:telegram:group`: spec §2), so every such
+    message of a platform would land in one session; the engine refuses them instead."""
+    if source.chat_type == ChatType.DM:
+        if not (source.chat_id or source.user_id_alt or source.user_id or source.thread_id):
+            raise InvalidRequest(f"a {source.platform} DM needs a chat_id or a user_id (both are empty)")
+    elif not (source.chat_id or source.thread_id):
+        raise InvalidRequest(f"a {source.platform} {source.chat_type} message needs a chat_id (it is empty)")
 
 
 def build_session_key(

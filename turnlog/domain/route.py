@@ -58,6 +58,17 @@ class Route(TurnlogAggregate):
             route.origin = self.origin
 
 
+    class ResumeRefused(TurnlogAggregate.Event):
+        """A chat asked to /resume a session that is not its own: refused, and kept for the audit."""
+
+        TOPIC = "turnlog:ResumeRefused"
+        # Not `session_id`: the audit timeline would file the other user's session under this key.
+        requested_session_id: str
+        reason: str
+
+        def apply(self, route: "Route") -> None:
+            pass  # an audit record: the route is unchanged
+
     def bind(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
         if session_id != self.session_id:
             self.record(Route.Bound, at=at, actor=actor, cause=cause, session_id=session_id,
@@ -67,6 +78,10 @@ class Route(TurnlogAggregate):
         if self.session_id is not None:
             self.record(Route.Detached, at=at, actor=actor, cause=cause,
                         session_id=self.session_id, reason=reason)
+
+    def refuse_resume(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
+        self.record(Route.ResumeRefused, at=at, actor=actor, cause=cause, requested_session_id=session_id,
+                    reason=reason)
 
     def note_origin(self, origin: dict[str, Any], *, at: datetime, actor: str, cause: str) -> None:
         if origin != self.origin:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Callable, Mapping
 
+from ..errors import InvalidRequest
+
 
 class Platform(StrEnum):
     """The built-in platforms. Plugin platforms are plain strings, see register_platform()."""
@@ -78,22 +80,50 @@ def _platform_name(value: Any) -> str:
     if name in _BUILT_IN_PLATFORMS or name in _registered_platforms:
         return name
     known = ", ".join(sorted(known_platforms()))
-    raise ValueError(f"unknown platform {name!r} (known: {known})")
+    raise InvalidRequest(f"unknown platform {quoted(name)} (known: {known})")
 
 
 def _chat_type_name(value: Any) -> str:
     raw = getattr(value, "value", value)
     if not isinstance(raw, str) or not raw:
-        raise ValueError(f"chat_type must be a non-empty string, not {value!r}")
+        raise InvalidRequest(f"chat_type must be a non-empty string, not {quoted(value)}")
     return raw
 
 
-def _required_id(value: Any) -> str:
-    return "" if value is None else str(value)
+# Ids end up in keys, file names, logs and terminals: no control characters, a bounded length.
+MAX_ID_LENGTH = 1024
+QUOTE_LIMIT = 80  # an error message quotes at most this much of a bad value
+CONTROL_CHARACTERS = "\x00-\x1f\x7f-\x9f"  # C0, DEL and C1, as a regex character range (the CLI shows them)
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 
 
-def _optional_id(value: Any) -> str | None:
-    return None if value is None else str(value)
+def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """repr() of a bad value for an error message, cut to `limit` characters (a 10 MB id must not
+    become a 10 MB error line)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
+
+
+def check_id(name: str, value: str) -> str:
+    """The one rule for ids: at most MAX_ID_LENGTH characters, no control characters (NUL, ESC, BEL,
+    newlines, ...), and not whitespace only. Empty is allowed here; keys say where an id is needed."""
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidRequest(f"{name} is {len(value)} characters long (at most {MAX_ID_LENGTH}): {quoted(value)}")
+    if _CONTROL.search(value):
+        raise InvalidRequest(f"{name} holds a control character: {quoted(value)}")
+    if value and not value.strip():
+        raise InvalidRequest(f"{name} is only whitespace: {quoted(value)}")
+    return value
+
+
+def _required_id(name: str) -> Callable[[Any], str]:
+    return lambda value: check_id(name, "" if value is None else str(value))
+
+
+def _optional_id(name: str) -> Callable[[Any], str | None]:
+    return lambda value: None if value is None else check_id(name, str(value))
 
 
 # Applied on every assignment, not only in __init__, so a mutated source keeps its invariants
@@ -101,14 +131,14 @@ def _optional_id(value: Any) -> str | None:
 _NORMALISERS: Mapping[str, Callable[[Any], Any]] = {
     "platform": _platform_name,
     "chat_type": _chat_type_name,
-    "chat_id": _required_id,
-    **dict.fromkeys(
-        (
+    "chat_id": _required_id("chat_id"),
+    **{
+        name: _optional_id(name)
+        for name in (
             "user_id", "thread_id", "user_id_alt", "chat_id_alt", "scope_id", "guild_id",
             "parent_chat_id", "message_id", "profile", "prospective_thread_id",
-        ),
-        _optional_id,
-    ),
+        )
+    },
 }
 
 # Wire layout of to_dict(): always-present fields, then truthy-only ones around the scope pair.

@@ -18,6 +18,7 @@ SUMMARIES: dict[str, Summary] = {
     + (f", was {d['previous_session_id']}" if d.get("previous_session_id") else ""),
     "RouteDetached": lambda d: f"route detached from {d.get('session_id')} ({d.get('reason')})",
     "RouteOriginChanged": lambda d: "route origin updated",
+    "ResumeRefused": lambda d: f"/resume {d.get('requested_session_id')} refused ({d.get('reason')})",
     "SessionCreated": lambda d: f"session {d.get('session_id')} created ({d.get('reason')})"
     + (f", parent {d['parent_session_id']}" if d.get("parent_session_id") else ""),
     "ActivityTouched": lambda d: "activity",
