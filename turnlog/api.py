@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import uuid as _uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -22,13 +23,14 @@ from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
+from .commands import dbfile
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import InvalidRequest, NotFound
+from .errors import InvalidRequest, NotFound, ReadOnlyDatabase
 from .domain.inbox import HUMAN
 from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
@@ -74,12 +76,21 @@ class Turnlog:
 
     def __init__(self, location: str | os.PathLike[str] = DEFAULT_DB, *, config: EngineConfig | None = None,
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
-                 views: str | None = None, owner: str | None = None) -> None:
-        self.location = parse_location(location, views)
+                 views: str | None = None, owner: str | None = None, read_only: bool = False,
+                 create: bool = True) -> None:
+        """`read_only`: never write a byte (no table creation, no catch-up, no sealing, no marker;
+        SQLite opened by a `mode=ro` URI): the read models are read as of their positions
+        (`projections_behind()` tells how far behind the log they are). `create`: make the
+        database when it is missing (never when read-only). A file that is not a turnlog
+        database is refused (StoreError) before anything is written (commands/dbfile.py)."""
+        self.read_only = read_only
+        self.location = dbfile.open_location(parse_location(location, views), read_only=read_only,
+                                             create_missing=create and not read_only)
         self.config = config or EngineConfig()
         self.clock = clock or SystemClock()
         self.app = open_application(self.location)
-        self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config)
+        self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config,
+                                  read_only=read_only)
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.routing = RoutingCommands(self.ctx)
@@ -96,8 +107,9 @@ class Turnlog:
             [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
              SearchProjection()],
+            read_only=read_only,
         )
-        self.chain = ChainSealer(self.app, self.projections.db)
+        self.chain = ChainSealer(self.app, self.projections.db) if not read_only else _read_only_chain(self)
         self.forks = ForkCommands(self.ctx)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -357,6 +369,10 @@ class Turnlog:
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
     def catch_up(self) -> int:
+        """Bring the read models and the hash chain up to the log (read-your-writes): the facade's
+        read methods do this first. Read-only: nothing; the models are read as of their positions."""
+        if self.read_only:
+            return 0
         # One read-model connection serves every thread of this instance: one user at a time.
         with self.projections.lock:
             applied = self.projections.catch_up()
@@ -424,11 +440,13 @@ class Turnlog:
 
     def seal(self) -> int:
         """Extend the hash chain over every committed event (reads do this too)."""
-        return self.chain.seal()
+        return 0 if self.read_only or self.chain is None else self.chain.seal()
 
     def verify_chain(self) -> list[ChainBreak]:
         """Recompute the hash chain from the log: the positions of edited, deleted or moved events."""
-        self.chain.seal()
+        if self.chain is None:
+            raise ReadOnlyDatabase(f"{self.location.display} has no hash chain yet, and sealing one needs to write")
+        self.seal()
         return self.chain.verify()
 
     def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
@@ -496,6 +514,11 @@ class Turnlog:
         return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch,
                                             workers=workers).to_dict()
 
+    def projections_behind(self) -> int:
+        """How many log positions the furthest-behind read model lags the log (0: caught up)."""
+        status = self.projections.status()
+        return max((s["behind"] for s in status), default=0)
+
     def projection_status(self) -> list[dict[str, Any]]:
         """Each read model's position, the log's head, and the position of an unfinished rebuild."""
         return self.projections.status()
@@ -554,6 +577,14 @@ class Turnlog:
         if not rows or rows[0]["session_id"] is None:
             raise NotFound(f"routing key {key_or_session!r} has no current session")
         return rows[0]["session_id"]
+
+
+def _read_only_chain(t: "Turnlog") -> ChainSealer | None:
+    """The hash chain as sealed so far, or None when this file has none (sealing would write)."""
+    try:
+        return ChainSealer(t.app, t.projections.db)
+    except sqlite3.DatabaseError:
+        return None
 
 
 def _message_dict(e: Any) -> dict[str, Any]:

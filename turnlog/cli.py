@@ -15,6 +15,7 @@ import click
 import orjson
 
 from . import api
+from .cli_open import open_engine
 from .domain.keys import resolve_routing_key
 from .domain.source import SessionSource
 from .errors import InvalidRequest, TurnlogError
@@ -95,7 +96,7 @@ def main(ctx: click.Context, db: str, views: str | None) -> None:
 def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
     obj = ctx.find_root().obj
     if "engine" not in obj:
-        obj["engine"] = api.Turnlog(obj["db"], views=obj["views"], **options)
+        obj["engine"] = open_engine(ctx, obj["db"], obj["views"], **options)  # per command: writes or reads
         ctx.call_on_close(obj["engine"].close)
     return obj["engine"]
 

@@ -31,3 +31,7 @@ class StaleLease(TurnlogError):
 
 class GatewayStillRunning(TurnlogError):
     """A boot of the gateway is alive in another process: it cannot be recovered or replaced."""
+
+
+class ReadOnlyDatabase(StoreError):
+    """The database (or its folder) is read-only and the operation would write to it."""
