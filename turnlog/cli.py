@@ -6,6 +6,7 @@ with code 2, a runtime failure with code 1; either way the error is one line, ne
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import tempfile
@@ -59,7 +60,27 @@ def _cell(value: Any) -> str:
 
 
 class TurnlogGroup(click.Group):
-    """Turns turnlog's own errors into one line and exit code 1."""
+    """Turns turnlog's own errors into one line and exit code 1.
+
+    Commands defined in other modules register themselves on `main` when those modules are
+    loaded, which the group does (by name) before it first lists or looks up a command: they
+    depend on this module, never the other way round.
+    """
+
+    command_modules = ("turnlog.cli_audit",  # history, at, diff, export, fork
+                       "turnlog.cli_projections")  # search, rebuild, verify, doctor
+
+    def _load_command_modules(self) -> None:
+        for name in self.command_modules:
+            importlib.import_module(name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_command_modules()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load_command_modules()
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -418,6 +439,3 @@ def demo(ctx: click.Context) -> None:
 
 __all__ = ["main"]
 
-
-from . import cli_audit  # noqa: E402,F401  (registers history, at, diff, export, fork)
-from . import cli_projections  # noqa: E402,F401  (registers search, rebuild, verify, doctor)

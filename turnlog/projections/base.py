@@ -16,6 +16,10 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 
+REBUILDS_TABLE = "projection_rebuilds"  # rebuilds under way: name -> the position their fresh tables reached
+REBUILD_SUFFIX = "__rebuild"  # a rebuild's fresh tables: `<table>__rebuild`, swapped in when done
+
+
 class Writer(Protocol):
     # or apply_fields(topic, fields, position), or apply_rows(rows, fields, log): runner.py
     def apply(self, event: Any, position: int) -> None: ...

@@ -42,7 +42,7 @@ from eventsourcing.application import Application
 
 from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
-from .base import Projection, Tables
+from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .legacy import LegacyProjection
 from .log import LogReader, Row
 
@@ -50,9 +50,7 @@ BATCH = 5000
 REBUILD_BATCH = 20000  # fewer, larger transactions: a rebuild's rows are new, nobody waits on them
 REBUILD_WAL_PAGES = 65536  # checkpoint the WAL every 256 MiB instead of 4 MiB while rebuilding
 POSITIONS_TABLE = "projection_positions"
-REBUILDS_TABLE = "projection_rebuilds"
 VERSIONS_TABLE = "projection_versions"  # a projection with a `version` is refilled when it changes
-REBUILD_SUFFIX = "__rebuild"
 ELSEWHERE = "helper"  # the name a helper's file is attached under
 
 Progress = Callable[[int, int], None]  # (events done, events to do)
