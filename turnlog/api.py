@@ -28,7 +28,7 @@ from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import InvalidRequest, NotFound, ReadOnlyDatabase
+from .errors import InvalidRequest, NotFound
 from .domain.inbox import HUMAN
 from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
@@ -39,7 +39,7 @@ from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
 from .projections.search import SearchProjection
-from .projections import verify as _verify
+from .maintenance import Maintenance
 from .projections.views import Views
 
 DEFAULT_DB = "turnlog.db"
@@ -107,6 +107,8 @@ class Turnlog:
             read_only=read_only,
         )
         self.chain = ChainSealer(self.app, self.projections.db) if not read_only else _read_only_chain(self)
+        self.maintenance = Maintenance(self.projections, self.chain, read_only=read_only,
+                                       display=self.location.display)
         # Reads go through the views; writable, the facade catches the read models up first.
         self.views = Views(self.projections, self.app, refresh=self.catch_up)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)
@@ -356,14 +358,7 @@ class Turnlog:
     def catch_up(self, names: Iterable[str] | None = None) -> int:
         """Bring the read models and the hash chain up to the log (read-your-writes): the facade's
         read methods do this first. Read-only: nothing; the models are read as of their positions."""
-        if self.read_only:
-            return 0
-        # One read-model connection serves every thread of this instance: one user at a time.
-        with self.projections.lock:
-            applied = self.projections.catch_up(names)
-            if self.chain is not None:
-                self.chain.seal()
-            return applied
+        return self.maintenance.catch_up(names)
 
     def routes(self) -> list[dict[str, Any]]:
         self.catch_up()
@@ -411,14 +406,11 @@ class Turnlog:
 
     def seal(self) -> int:
         """Extend the hash chain over every committed event (reads do this too)."""
-        return 0 if self.read_only or self.chain is None else self.chain.seal()
+        return self.maintenance.seal()
 
     def verify_chain(self) -> list[ChainBreak]:
         """Recompute the hash chain from the log: the positions of edited, deleted or moved events."""
-        if self.chain is None:
-            raise ReadOnlyDatabase(f"{self.location.display} has no hash chain yet, and sealing one needs to write")
-        self.seal()
-        return self.chain.verify()
+        return self.maintenance.verify_chain()
 
     def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
         """Hermes-compatible export of a session (spec §10), or of its whole compression lineage."""
@@ -449,11 +441,8 @@ class Turnlog:
         return out
 
     def rebuild(self, names: Iterable[str] | None = None) -> int:
-        selected = list(names) if names is not None else None
-        unknown = sorted(set(selected or ()) - set(self.projections.projections))
-        if unknown:
-            raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(self.projections.projections)})")
-        return self.projections.rebuild(selected)
+        """rebuild_projections(names), returning the number of log positions it covered."""
+        return int(self.rebuild_projections(names)["events"])
 
     # -- search and projection maintenance --------------------------------------------------
 
@@ -479,39 +468,26 @@ class Turnlog:
         transaction and `pause` seconds between batches let a live gateway's writes through;
         `workers` processes share the work (default: two for a large rebuild on two cores or
         more, when this process has one thread). Returns counts and seconds."""
-        for what, value in (("batch", batch), ("workers", workers)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise InvalidRequest(f"{what} must be a positive whole number, not {value!r}")
-        selected = self._projection_names(names)
-        return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch,
-                                            workers=workers).to_dict()
+        return self.maintenance.rebuild(names, progress=progress, pause=pause, batch=batch, workers=workers)
 
     def projections_behind(self) -> int:
         """How many log positions the furthest-behind read model lags the log (0: caught up)."""
-        status = self.projections.status()
-        return max((s["behind"] for s in status), default=0)
+        return self.maintenance.behind()
 
     def projection_status(self) -> list[dict[str, Any]]:
         """Each read model's position, the log's head, and the position of an unfinished rebuild."""
-        return self.projections.status()
+        return self.maintenance.status()
 
     def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
         """Rebuild read models from the log into a temporary file and compare them row by row with
         the live ones; `ok` is False and `mismatches` names the rows that differ."""
-        return _verify.verify(self.projections, self._projection_names(names))
+        return self.maintenance.verify(names)
 
     def doctor(self, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
         """Check the read models (SQLite, full-text indexes, unfinished rebuilds, missing tables;
         with deep=True also compare each with a rebuild) and, unless repair=False, rebuild what is
         damaged from the log. The log is never changed."""
-        return _verify.doctor(self.projections, repair=repair, deep=deep)
-
-    def _projection_names(self, names: Iterable[str] | None) -> list[str] | None:
-        selected = list(names) if names is not None else None
-        unknown = sorted(set(selected or ()) - set(self.projections.projections))
-        if unknown:
-            raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(self.projections.projections)})")
-        return selected
+        return self.maintenance.doctor(repair=repair, deep=deep)
 
     # -- resolving what the caller named ---------------------------------------------------
 

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+
+from .base import TypedRow
 
 
 @dataclass(frozen=True)
-class BoundRoute:
+class BoundRoute(TypedRow):
     route_id: str
     session_key: str
     session_id: str | None
     bound_reason: str | None
     from_position: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def routes_at(db: sqlite3.Connection, position: int, key: str | None = None) -> list[BoundRoute]:

@@ -7,14 +7,16 @@ is the caller's choice (views.py).
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from .base import TypedRow
+
 
 @dataclass(frozen=True)
-class RouteRow:
+class RouteRow(TypedRow):
     route_id: str
     session_key: str
     session_id: str | None
@@ -25,12 +27,9 @@ class RouteRow:
     updated_at: str
     bound_reason: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class SessionRow:
+class SessionRow(TypedRow):
     session_id: str
     session_key: str
     platform: str | None
@@ -51,12 +50,9 @@ class SessionRow:
     end_reason: str | None
     routed: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class SessionFlagRow:
+class SessionFlagRow(TypedRow):
     """A session waiting on an operator or a resume: what `status` lists."""
     session_id: str
     session_key: str

@@ -4,14 +4,16 @@ turns.py), as typed rows. Each function only reads the read-model connection it 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import orjson
 
+from .base import TypedRow
+
 
 @dataclass(frozen=True)
-class QueueItemRow:
+class QueueItemRow(TypedRow):
     item_id: str
     session_key: str
     kind: str
@@ -21,12 +23,9 @@ class QueueItemRow:
     session_id: str | None
     accepted_at: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class DeliveryRow:
+class DeliveryRow(TypedRow):
     delivery_id: str
     session_id: str
     seq: int
@@ -43,12 +42,9 @@ class DeliveryRow:
     updated_at: str
     recorded_position: int  # the DeliveryRecorded event: its content is read from the log
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class OwedDelivery:
+class OwedDelivery(TypedRow):
     """A delivery not yet delivered nor abandoned."""
     delivery_id: str
     session_id: str
@@ -59,12 +55,9 @@ class OwedDelivery:
     attempts: int
     owner: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class LeaseRow:
+class LeaseRow(TypedRow):
     session_id: str
     owner: str
     owner_key: str | None
@@ -73,12 +66,9 @@ class LeaseRow:
     acquired_at: str | None
     expires_at: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class ItemRef:
+class ItemRef(TypedRow):
     """Where an inbound item lives: its inbox aggregate and its id there."""
     inbox_id: str
     item_id: str
