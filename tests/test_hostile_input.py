@@ -353,3 +353,12 @@ def test_permission_bits_make_a_file_read_only_even_for_root(tmp_path):
     finally:
         tmp_path.chmod(0o755)
     assert os.access(db, os.W_OK)
+
+
+def test_the_table_covers_every_command():
+    """A new command joins the table above (or the list of those that open no database)."""
+    import click
+
+    ctx = click.Context(main)
+    opening = {name for name in main.list_commands(ctx)} - {"key", "bench", "demo"}
+    assert opening == {args[0] for _, args in COMMANDS}
