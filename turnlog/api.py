@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import uuid as _uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 from uuid import UUID
-
-import orjson
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
 from .commands.context import CommandContext
@@ -23,6 +22,7 @@ from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
+from .commands import dbfile
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.transcript import transcript_id
@@ -42,7 +42,8 @@ from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
 from .projections.search import SearchProjection
-from .projections import search_query, timeline_query, verify as _verify
+from .maintenance import Maintenance
+from .projections.views import Views
 
 DEFAULT_DB = "turnlog.db"
 
@@ -77,12 +78,21 @@ class Turnlog:
 
     def __init__(self, location: str | os.PathLike[str] = DEFAULT_DB, *, config: EngineConfig | None = None,
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
-                 views: str | None = None, owner: str | None = None) -> None:
-        self.location = parse_location(location, views)
+                 views: str | None = None, owner: str | None = None, read_only: bool = False,
+                 create: bool = True) -> None:
+        """`read_only`: never write a byte (no table creation, no catch-up, no sealing, no marker;
+        SQLite opened by a `mode=ro` URI): the read models are read as of their positions
+        (`projections_behind()` tells how far behind the log they are). `create`: make the
+        database when it is missing (never when read-only). A file that is not a turnlog
+        database is refused (StoreError) before anything is written (commands/dbfile.py)."""
+        self.read_only = read_only
+        self.location = dbfile.open_location(parse_location(location, views), read_only=read_only,
+                                             create_missing=create and not read_only)
         self.config = config or EngineConfig()
         self.clock = clock or SystemClock()
         self.app = open_application(self.location)
-        self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config)
+        self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config,
+                                  read_only=read_only)
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.routing = RoutingCommands(self.ctx)
@@ -91,16 +101,20 @@ class Turnlog:
         self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
-        self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries,
-                                         lambda sql, params: self._query(sql, params))
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
              SearchProjection()],
+            read_only=read_only,
         )
-        self.chain = ChainSealer(self.app, self.projections.db)
+        self.chain = ChainSealer(self.app, self.projections.db) if not read_only else _read_only_chain(self)
+        self.maintenance = Maintenance(self.projections, self.chain, read_only=read_only,
+                                       display=self.location.display)
+        # Reads go through the views; writable, the facade catches the read models up first.
+        self.views = Views(self.projections, self.app, refresh=self.catch_up)
+        self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)
         self.forks = ForkCommands(self.ctx)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -214,7 +228,7 @@ class Turnlog:
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order, read from the log itself (always current)."""
-        return [_message_dict(e) for e in self.turns.transcript(session_id)]
+        return self.views.transcript(session_id)
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
 
@@ -237,31 +251,21 @@ class Turnlog:
 
     def queue(self, key: str | SessionSource) -> list[dict[str, Any]]:
         """Items waiting (or running) for a routing key, oldest first."""
-        route_ids = self._route_ids(key)
-        marks = ",".join("?" * len(route_ids))
-        rows = self._query(
-            "SELECT q.item_id, q.session_key, q.kind, q.text, q.message_ids, q.state, q.session_id, q.accepted_at"
-            f" FROM queue_items q JOIN inboxes i ON i.inbox_id = q.inbox_id WHERE i.route_id IN ({marks})"
-            " AND q.state IN ('pending', 'started') ORDER BY q.accepted_at, CAST(q.item_id AS INTEGER)", route_ids)
-        for r in rows:
-            r["message_ids"] = orjson.loads(r["message_ids"])
-        return rows
+        self.catch_up()
+        return [r.to_dict() for r in self.views.queue(self._route_ids(key))]
 
     def ledger(self, status: str | None = None) -> list[dict[str, Any]]:
-        where, params = ("WHERE state=?", (status,)) if status else ("", ())
-        rows = self._query(
-            "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
-            f" owner, recovered, last_error, created_at, updated_at, recorded_position FROM deliveries {where}"
-            " ORDER BY created_at, session_id, seq", params)
-        with self.projections.lock:
-            recorded = self.projections.log.fields_at(r["recorded_position"] for r in rows)
-        for r in rows:
-            r["recovered"] = bool(r["recovered"])
-            r["content"] = recorded[r.pop("recorded_position")]["content"]
-        return rows
+        self.catch_up()
+        out = []
+        for row, content in self.views.ledger(status):
+            d = row.to_dict()
+            del d["recorded_position"]
+            out.append({**d, "content": content})
+        return out
 
     def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:
         """A session's flags, lease holder and transcript (read from the log)."""
+        self.catch_up()
         session_id = self._session_id(key_or_session)
         return {**self.session(session_id), "lease": self.lease_holder(session_id),
                 "messages": self.transcript(session_id)}
@@ -304,7 +308,7 @@ class Turnlog:
         """Auto-resume once every candidate of spec §7.3 (none during a boot storm)."""
         require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
-        for row in self.resume_candidates(name):
+        for row in self.resume_candidates(name):  # caught up by recovery
             in_flight = self._in_flight_item(row["session_id"])
             outcome = resume_turn(self.inbound, session_id=row["session_id"], session_key=row["session_key"],
                                   reason=row["resume_reason"], in_flight=in_flight, responder=responder,
@@ -314,23 +318,20 @@ class Turnlog:
         return outcomes
 
     def _in_flight_item(self, session_id: str) -> tuple[_uuid.UUID, Any] | None:
-        rows = self._query("SELECT inbox_id, item_id FROM queue_items WHERE session_id=? AND state='started'"
-                           " ORDER BY position DESC LIMIT 1", (session_id,))
-        if not rows:
+        ref = self.views.started_item(session_id)
+        if ref is None:
             return None
-        inbox_uuid = _uuid.UUID(rows[0]["inbox_id"])
+        inbox_uuid = _uuid.UUID(ref.inbox_id)
         inbox = self.ctx.get(inbox_uuid, fresh=True)
-        item = next((i for i in inbox.in_flight() if i.item_id == rows[0]["item_id"]), None) if inbox else None
+        item = next((i for i in inbox.in_flight() if i.item_id == ref.item_id), None) if inbox else None
         return (inbox_uuid, item) if item is not None else None
 
     def pending_inbound(self) -> list[SessionSource]:
         """One source per routing key that has messages waiting: what a gateway runs after a restart."""
-        rows = self._query(
-            "SELECT q.inbox_id, MIN(CAST(q.item_id AS INTEGER)) AS first FROM queue_items q"
-            " WHERE q.state='pending' GROUP BY q.inbox_id ORDER BY MIN(q.position)")
+        self.catch_up()
         sources = []
-        for row in rows:
-            inbox = self.ctx.get(_uuid.UUID(row["inbox_id"]), fresh=True)
+        for inbox_text in self.views.inboxes_with_pending():
+            inbox = self.ctx.get(_uuid.UUID(inbox_text), fresh=True)
             pending = inbox.pending() if inbox is not None else []
             if pending and pending[0].source:
                 sources.append(SessionSource.from_dict(pending[0].source))
@@ -338,6 +339,7 @@ class Turnlog:
 
     def status(self, name: str = "main") -> dict[str, Any]:
         """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions."""
+        self.catch_up()
         gateway = self.recovery.gateway(name)
         boot = gateway.last_boot if gateway is not None else None
         return {
@@ -351,54 +353,35 @@ class Turnlog:
                 # recovered it is known to have died, so it did not end clean.
                 "ended_clean": gateway.ended_clean(boot)
                 if boot["state"] not in ("running", "draining") or boot["recovered"] else None},
-            "active_turns": self._query("SELECT session_id, owner, owner_key, epoch, turn_id, acquired_at,"
-                                        " expires_at FROM leases WHERE owner IS NOT NULL ORDER BY acquired_at"),
-            "pending_deliveries": self._query(
-                "SELECT delivery_id, session_id, seq, platform, chat_id, state, attempts, owner FROM deliveries"
-                " WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at"),
-            "resume_pending": self._query("SELECT session_id, session_key, resume_reason, resume_marked_at"
-                                          " FROM sessions WHERE resume_pending=1 AND ended_at IS NULL"),
-            "suspended": self._query("SELECT session_id, session_key, suspend_reason FROM sessions"
-                                     " WHERE suspended=1 AND ended_at IS NULL"),
+            "active_turns": [r.to_dict() for r in self.views.held_leases()],
+            "pending_deliveries": [r.to_dict() for r in self.views.owed_deliveries()],
+            "resume_pending": [{"session_id": r.session_id, "session_key": r.session_key, "resume_reason": r.reason,
+                                "resume_marked_at": r.marked_at} for r in self.views.resume_pending_any()],
+            "suspended": [{"session_id": r.session_id, "session_key": r.session_key, "suspend_reason": r.reason}
+                          for r in self.views.suspended()],
         }
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
-    def catch_up(self) -> int:
-        # One read-model connection serves every thread of this instance: one user at a time.
-        with self.projections.lock:
-            applied = self.projections.catch_up()
-            self.chain.seal()
-            return applied
-
-    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        with self.projections.lock:
-            self.catch_up()
-            cursor = self.projections.db.execute(sql, tuple(params))
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
+    def catch_up(self, names: Iterable[str] | None = None) -> int:
+        """Bring the read models and the hash chain up to the log (read-your-writes): the facade's
+        read methods do this first. Read-only: nothing; the models are read as of their positions."""
+        return self.maintenance.catch_up(names)
 
     def routes(self) -> list[dict[str, Any]]:
-        rows = self._query("SELECT route_id, session_key, session_id, platform, chat_type, origin, created_at,"
-                           " updated_at, bound_reason FROM routes ORDER BY session_key, route_id")
-        return [_decode_origin(r) for r in rows]
+        self.catch_up()
+        return [r.to_dict() for r in self.views.routes()]
 
     def sessions(self) -> list[dict[str, Any]]:
-        rows = self._query(
-            "SELECT s.session_id, s.session_key, s.platform, s.chat_type, s.display_name, s.origin, s.created_at,"
-            " s.updated_at, s.created_reason, s.previous_session_id, s.parent_session_id, s.suspended,"
-            " s.suspend_reason, s.resume_pending, s.resume_reason, s.resume_marked_at, s.ended_at, s.end_reason,"
-            " EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) AS routed"
-            " FROM sessions s ORDER BY s.created_at, s.session_id")
-        for r in rows:
-            for flag in ("suspended", "resume_pending", "routed"):
-                r[flag] = bool(r[flag])
-        return [_decode_origin(r) for r in rows]
+        self.catch_up()
+        return [r.to_dict() for r in self.views.sessions()]
 
     def session(self, session_id: str) -> dict[str, Any]:
-        for row in self._query("SELECT session_id FROM sessions WHERE session_id=?", (session_id,)):
-            return next(s for s in self.sessions() if s["session_id"] == row["session_id"])
-        raise NotFound(f"no session {session_id!r}")
+        self.catch_up()
+        row = self.views.session(session_id)
+        if row is None:
+            raise NotFound(f"no session {session_id!r}")
+        return row.to_dict()
 
     def history(self, key_or_session: str | SessionSource, *, since: str | int | None = None,
                 until: str | int | None = None, types: Iterable[str] | None = None) -> list[HistoryEntry]:
@@ -408,14 +391,12 @@ class Turnlog:
         """
         self.catch_up()
         names = list(types or [])
-        window = {"since": parse_moment(self, since, after=True) if since is not None else None,
-                  "until": parse_moment(self, until) if until is not None else None}
-        with self.projections.lock:
-            if isinstance(key_or_session, str) and self._is_session(key_or_session):
-                rows = timeline_query.history(self.projections, session=key_or_session, types=names, **window)
-            else:
-                rows = timeline_query.history(self.projections, route_ids=self._route_ids(key_or_session),
-                                              types=names, **window)
+        window = {"since": parse_moment(self.views, since, after=True) if since is not None else None,
+                  "until": parse_moment(self.views, until) if until is not None else None}
+        if isinstance(key_or_session, str) and self._is_session(key_or_session):
+            rows = self.views.history(session=key_or_session, types=names, **window)
+        else:
+            rows = self.views.history(route_ids=self._route_ids(key_or_session), types=names, **window)
         return [HistoryEntry(**r, summary=summarize(r["event"], r["data"])) for r in rows]
 
     # -- audit and time travel -------------------------------------------------------------
@@ -423,27 +404,27 @@ class Turnlog:
     def at(self, when: str | int) -> AsOf:
         """The gateway as of a log position `#N` (or an int) or an ISO time."""
         self.catch_up()
-        return AsOf(self, parse_moment(self, when))
+        return AsOf(self.views, self.app, parse_moment(self.views, when))
 
     def diff(self, a: str | int, b: str | int, *, key: str | None = None) -> dict[str, Any]:
         """What changed between two moments, grouped by routing key and by session."""
         self.catch_up()
-        return diff_moments(self, parse_moment(self, a), parse_moment(self, b), key=key)
+        return diff_moments(self.views, self.app, parse_moment(self.views, a), parse_moment(self.views, b),
+                            key=key)
 
     def seal(self) -> int:
         """Extend the hash chain over every committed event (reads do this too)."""
-        return self.chain.seal()
+        return self.maintenance.seal()
 
     def verify_chain(self) -> list[ChainBreak]:
         """Recompute the hash chain from the log: the positions of edited, deleted or moved events."""
-        self.chain.seal()
-        return self.chain.verify()
+        return self.maintenance.verify_chain()
 
     def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
         """Hermes-compatible export of a session (spec §10), or of its whole compression lineage."""
         self.catch_up()
         session_id = self._session_id(key_or_session)
-        return export_lineage(self, session_id) if lineage else export_session(self, session_id)
+        return export_lineage(self.views, session_id) if lineage else export_session(self.views, session_id)
 
     def fork(self, session_id: str, at: str | int, *, to_key: str | SessionSource | None = None,
              actor: str = "api") -> str:
@@ -451,17 +432,17 @@ class Turnlog:
         self.catch_up()
         if not self._is_session(session_id):
             raise NotFound(f"no session {session_id!r}")
-        position = parse_moment(self, at)
-        moment = AsOf(self, position)
+        position = parse_moment(self.views, at)
+        moment = AsOf(self.views, self.app, position)
         if moment.session(session_id) is None:
             raise InvalidRequest(f"session {session_id} did not exist yet at #{position}: fork at or after its creation")
-        upto = moment._version(str(transcript_id(session_id))) or 0
+        upto = moment.version(str(transcript_id(session_id))) or 0
         route_id = self._route_id(to_key) if to_key is not None else None
         return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
-        sessions = {s["session_id"]: s for s in self.sessions()}
+        sessions = {s["session_id"]: s for s in self.sessions()}  # caught up
         out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
         routes = self.routes()
         refuse_colliding_keys(routes)  # sessions.json holds one entry per key string
@@ -473,11 +454,8 @@ class Turnlog:
         return out
 
     def rebuild(self, names: Iterable[str] | None = None) -> int:
-        selected = list(names) if names is not None else None
-        unknown = sorted(set(selected or ()) - set(self.projections.projections))
-        if unknown:
-            raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(self.projections.projections)})")
-        return self.projections.rebuild(selected)
+        """rebuild_projections(names), returning the number of log positions it covered."""
+        return int(self.rebuild_projections(names)["events"])
 
     # -- search and projection maintenance --------------------------------------------------
 
@@ -490,7 +468,8 @@ class Turnlog:
         found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone
         or dates (midnight UTC). Raises InvalidRequest for a query over 2048 characters.
         """
-        return search_query.run(self.projections, query, session=session, key=key, platform=platform,
+        self.catch_up(["search"])
+        return self.views.search(query, session=session, key=key, platform=platform,
                                 role=role, since=since, until=until, limit=limit)
 
     def rebuild_projections(self, names: Iterable[str] | None = None, *,
@@ -502,55 +481,50 @@ class Turnlog:
         transaction and `pause` seconds between batches let a live gateway's writes through;
         `workers` processes share the work (default: two for a large rebuild on two cores or
         more, when this process has one thread). Returns counts and seconds."""
-        for what, value in (("batch", batch), ("workers", workers)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise InvalidRequest(f"{what} must be a positive whole number, not {value!r}")
-        selected = self._projection_names(names)
-        return self.projections.run_rebuild(selected, progress=progress, pause=pause, batch=batch,
-                                            workers=workers).to_dict()
+        return self.maintenance.rebuild(names, progress=progress, pause=pause, batch=batch, workers=workers)
+
+    def projections_behind(self) -> int:
+        """How many log positions the furthest-behind read model lags the log (0: caught up)."""
+        return self.maintenance.behind()
 
     def projection_status(self) -> list[dict[str, Any]]:
         """Each read model's position, the log's head, and the position of an unfinished rebuild."""
-        return self.projections.status()
+        return self.maintenance.status()
 
     def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
         """Rebuild read models from the log into a temporary file and compare them row by row with
         the live ones; `ok` is False and `mismatches` names the rows that differ."""
-        return _verify.verify(self.projections, self._projection_names(names))
+        return self.maintenance.verify(names)
 
     def doctor(self, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
         """Check the read models (SQLite, full-text indexes, unfinished rebuilds, missing tables;
         with deep=True also compare each with a rebuild) and, unless repair=False, rebuild what is
         damaged from the log. The log is never changed."""
-        return _verify.doctor(self.projections, repair=repair, deep=deep)
-
-    def _projection_names(self, names: Iterable[str] | None) -> list[str] | None:
-        selected = list(names) if names is not None else None
-        unknown = sorted(set(selected or ()) - set(self.projections.projections))
-        if unknown:
-            raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(self.projections.projections)})")
-        return selected
+        return self.maintenance.doctor(repair=repair, deep=deep)
 
     # -- resolving what the caller named ---------------------------------------------------
 
     def routing_key(self, source: SessionSource) -> str:
         return self.routing.routing_key(source).key
 
+    # Names are resolved through the read models, caught up first (writable opens).
+
     def _is_session(self, text: str) -> bool:
-        return bool(self._query("SELECT 1 FROM sessions WHERE session_id=?", (text,)))
+        self.catch_up()
+        return self.views.session_exists(text)
 
     def _route_ids(self, key: str | SessionSource) -> list[str]:
+        self.catch_up()
         if isinstance(key, SessionSource):
             return [str(self.routing.routing_key(key).route_id)]
         # A route id names one route; a key string may name several (ids holding ':' collide).
-        rows = self._query("SELECT route_id FROM routes WHERE session_key=? OR route_id=? ORDER BY route_id",
-                           (key, key))
-        if not rows:
+        route_ids = self.views.route_ids_of_key(key)
+        if not route_ids:
             raise NotFound(f"no routing key or session {quoted(key)}")
-        if len(rows) > 1:
-            raise AmbiguousKey(f"routing key {quoted(key)} names {len(rows)} routes (chat or user ids holding ':'):"
-                               f" give one of their route ids: {', '.join(r['route_id'] for r in rows)}")
-        return [r["route_id"] for r in rows]
+        if len(route_ids) > 1:
+            raise AmbiguousKey(f"routing key {quoted(key)} names {len(route_ids)} routes (chat or user ids holding ':'):"
+                               f" give one of their route ids: {', '.join(route_ids)}")
+        return route_ids
 
     def _route_id(self, key: str | SessionSource, *, must_exist: bool = True) -> UUID | None:
         try:
@@ -568,24 +542,18 @@ class Turnlog:
         if isinstance(key_or_session, str) and self._is_session(key_or_session):
             return key_or_session
         route_id = self._route_id(key_or_session)
-        rows = self._query("SELECT session_id FROM routes WHERE route_id=?", (str(route_id),))
-        if not rows or rows[0]["session_id"] is None:
+        session_id = self.views.current_session(str(route_id))
+        if session_id is None:
             raise NotFound(f"routing key {key_or_session!r} has no current session")
-        return rows[0]["session_id"]
+        return session_id
 
 
-def _message_dict(e: Any) -> dict[str, Any]:
-    return {"seq": e.originator_version, "role": e.role, "content": e.content, "tool_calls": e.tool_calls,
-            "tool_call_id": e.tool_call_id, "name": e.name, "token_count": e.token_count,
-            "finish_reason": e.finish_reason, "platform_message_id": e.platform_message_id,
-            "timestamp": e.timestamp.isoformat(), "epoch": e.epoch, "turn_id": e.turn_id, "actor": e.actor,
-            "cause": e.cause}
-
-
-def _decode_origin(row: dict[str, Any]) -> dict[str, Any]:
-    if row.get("origin"):
-        row["origin"] = orjson.loads(row["origin"])
-    return row
+def _read_only_chain(t: "Turnlog") -> ChainSealer | None:
+    """The hash chain as sealed so far, or None when this file has none (sealing would write)."""
+    try:
+        return ChainSealer(t.app, t.projections.db)
+    except sqlite3.DatabaseError:
+        return None
 
 
 _AUTO_RESET_REASONS = {"idle", "daily", "suspended", "resume_pending_expired"}

@@ -8,6 +8,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import sys
@@ -18,6 +19,7 @@ import click
 import orjson
 
 from . import api
+from .cli_open import open_engine
 from .domain.keys import resolve_routing_key
 from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, SessionOwnedElsewhere, TurnlogError
@@ -55,9 +57,28 @@ def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str 
 
 
 class TurnlogGroup(click.Group):
-    """Turns turnlog's own errors into one line and exit code 1; every subcommand also takes --db."""
+    """Turns turnlog's own errors into one line and exit code 1; every subcommand also takes --db.
+
+    Commands defined in other modules register themselves on `main` when those modules are
+    loaded, which the group does (by name) before it first lists or looks up a command: they
+    depend on this module, never the other way round.
+    """
 
     command_class = TurnlogCommand
+    command_modules = ("turnlog.cli_audit",  # history, at, diff, export, fork
+                       "turnlog.cli_projections")  # search, rebuild, verify, doctor
+
+    def _load_command_modules(self) -> None:
+        for name in self.command_modules:
+            importlib.import_module(name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_command_modules()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load_command_modules()
+        return super().get_command(ctx, cmd_name)
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if not any(p.name == "db" for p in cmd.params):
@@ -115,7 +136,7 @@ def main(ctx: click.Context, db: str, views: str | None) -> None:
 def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
     obj = ctx.find_root().obj
     if "engine" not in obj:
-        obj["engine"] = api.Turnlog(obj["db"], views=obj["views"], **options)
+        obj["engine"] = open_engine(ctx, obj["db"], obj["views"], **options)  # per command: writes or reads
         ctx.call_on_close(obj["engine"].close)
     return obj["engine"]
 
@@ -470,6 +491,3 @@ def demo(ctx: click.Context, out: Output) -> None:
 
 __all__ = ["main"]
 
-
-from . import cli_audit  # noqa: E402,F401  (registers history, at, diff, export, fork)
-from . import cli_projections  # noqa: E402,F401  (registers search, rebuild, verify, doctor)

@@ -39,3 +39,7 @@ class SessionOwnedElsewhere(TurnlogError):
 
 class AmbiguousKey(InvalidRequest):
     """A key string names several routes (chat `a:b` + user `c`, chat `a` + user `b:c`): give a route id."""
+
+
+class ReadOnlyDatabase(StoreError):
+    """The database (or its folder) is read-only and the operation would write to it."""

@@ -8,14 +8,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from .errors import InvalidRequest
-
-if TYPE_CHECKING:
-    from .api import Turnlog
+from .errors import InvalidRequest, NotFound
+from .projections.views import Views
 
 FORMATS = ("json", "jsonl", "markdown")
 
@@ -24,10 +22,17 @@ def _epoch(iso: str | None) -> float | None:
     return None if iso is None else datetime.fromisoformat(iso).timestamp()
 
 
-def export_session(t: "Turnlog", session_id: str) -> dict[str, Any]:
-    s = t.session(session_id)
+def _session(views: Views, session_id: str) -> dict[str, Any]:
+    row = views.session(session_id)
+    if row is None:
+        raise NotFound(f"no session {session_id!r}")
+    return row.to_dict()
+
+
+def export_session(views: Views, session_id: str) -> dict[str, Any]:
+    s = _session(views, session_id)
     origin = s.get("origin") or {}
-    messages = t.transcript(session_id)
+    messages = views.transcript(session_id)
     tool_calls = sum(len(m["tool_calls"] or []) for m in messages)
     return {
         "id": session_id,
@@ -56,7 +61,7 @@ def export_session(t: "Turnlog", session_id: str) -> dict[str, Any]:
     }
 
 
-def lineage(t: "Turnlog", session_id: str) -> list[str]:
+def lineage(views: Views, session_id: str) -> list[str]:
     """Root to tip through compression rotations, cycles and depth bounded.
 
     Only a compression child continues its parent's conversation: a fork already holds a copy of
@@ -64,28 +69,27 @@ def lineage(t: "Turnlog", session_id: str) -> list[str]:
     """
     chain = [session_id]
     seen = {session_id}
-    current = t.session(session_id)
+    current = _session(views, session_id)
     while (current["created_reason"] == "compression" and current["parent_session_id"]
            and current["parent_session_id"] not in seen and len(chain) < 100):
         parent = current["parent_session_id"]
         chain.insert(0, parent)
         seen.add(parent)
-        current = t.session(parent)
+        current = _session(views, parent)
     tip = session_id
     while len(chain) < 100:
-        children = t._query("SELECT session_id FROM sessions WHERE parent_session_id=? AND created_reason="
-                            "'compression' ORDER BY created_at DESC, session_id DESC LIMIT 1", (tip,))
-        if not children or children[0]["session_id"] in seen:
+        child = views.compression_child(tip)
+        if child is None or child in seen:
             break
-        tip = children[0]["session_id"]
+        tip = child
         seen.add(tip)
         chain.append(tip)
     return chain
 
 
-def export_lineage(t: "Turnlog", session_id: str) -> dict[str, Any]:
-    ids = lineage(t, session_id)
-    segments = [export_session(t, sid) for sid in ids]
+def export_lineage(views: Views, session_id: str) -> dict[str, Any]:
+    ids = lineage(views, session_id)
+    segments = [export_session(views, sid) for sid in ids]
     tip = dict(segments[-1])
     tip["messages"] = [m for seg in segments for m in seg["messages"]]
     tip["segments"] = [{k: v for k, v in seg.items() if k != "messages"} for seg in segments]

@@ -9,24 +9,23 @@ a transcript is its stream up to that version.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
+
+from eventsourcing.application import Application
 
 from .commands.context import session_aggregate_id
 from .commands.turns import lease_id
 from .domain.delivery import Delivery
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
-from .projections import timeline_query
-
-if TYPE_CHECKING:
-    from .api import Turnlog
+from .projections.views import Views
 
 
-def parse_moment(t: "Turnlog", when: str | int, *, after: bool = False) -> int:
+def parse_moment(views: Views, when: str | int, *, after: bool = False) -> int:
     """A log position from `#N`, an int, or an ISO time: the last position at or before that time,
     or with `after` the first position at or after it (one past the head if there is none)."""
-    head = t.projections.head()
+    head = views.head()
     if isinstance(when, int):
         position = when
     elif isinstance(when, str) and when.startswith("#"):
@@ -41,9 +40,7 @@ def parse_moment(t: "Turnlog", when: str | int, *, after: bool = False) -> int:
             raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
         if moment.tzinfo is None:
             raise InvalidRequest(f"the time {when!r} has no time zone")
-        t.catch_up()
-        with t.projections.lock:
-            found = timeline_query.position_at(t.projections, moment, after=after)
+        found = views.position_at(moment, after=after)
         if after:
             return found if found is not None else head + 1
         position = found or 0
@@ -53,32 +50,30 @@ def parse_moment(t: "Turnlog", when: str | int, *, after: bool = False) -> int:
 
 
 class AsOf:
-    def __init__(self, t: "Turnlog", position: int) -> None:
-        self.t = t
+    """The gateway as of log position `position`: read models' rows and aggregates at that version.
+    `app` loads aggregates at a version (the repository)."""
+
+    def __init__(self, views: Views, app: Application, position: int) -> None:
+        self.views = views
+        self.app = app
         self.position = position
 
-    def _version(self, stream: str) -> int | None:
-        with self.t.projections.lock:
-            return self.t.projections.log.stream_version(stream, self.position)
+    def version(self, stream: str) -> int | None:
+        """The version stream `stream` had reached at this moment (None: it did not exist yet)."""
+        return self.views.stream_version(stream, self.position)
 
     def _aggregate(self, aggregate_id: Any) -> Any | None:
-        version = self._version(str(aggregate_id))
+        version = self.version(str(aggregate_id))
         if version is None:
             return None
-        return self.t.app.repository.get(aggregate_id, version=version)
+        return self.app.repository.get(aggregate_id, version=version)
 
     @property
     def at(self) -> str | None:
-        with self.t.projections.lock:
-            return timeline_query.time_of(self.t.projections, self.position)
+        return self.views.time_of(self.position)
 
     def routes(self, key: str | None = None) -> list[dict[str, Any]]:
-        where = " AND session_key=?" if key else ""
-        params: tuple[Any, ...] = (self.position, self.position, *((key,) if key else ()))
-        return self.t._query(
-            "SELECT route_id, session_key, session_id, reason AS bound_reason, from_position FROM route_history"
-            f" WHERE from_position<=? AND (to_position IS NULL OR to_position>?){where}"
-            " ORDER BY session_key, route_id", params)
+        return [r.to_dict() for r in self.views.routes_at(self.position, key)]
 
     def session(self, session_id: str) -> dict[str, Any] | None:
         s = self._aggregate(session_aggregate_id(session_id))
@@ -92,10 +87,7 @@ class AsOf:
     def _session_ids(self, session: str | None, key: str | None) -> list[str]:
         if session:
             return [session]
-        where, params = ("", ()) if not key else (" AND session_key=?", (key,))
-        rows = self.t._query("SELECT session_id FROM timeline_streams WHERE kind='SessionCreated'"
-                             f" AND first_position<=?{where} ORDER BY first_position", (self.position, *params))
-        return [r["session_id"] for r in rows]
+        return self.views.sessions_created(self.position, key=key)
 
     def sessions(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
         return [s for sid in self._session_ids(session, key) if (s := self.session(sid)) is not None]
@@ -114,32 +106,27 @@ class AsOf:
     def ledger(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
         out = []
         for sid in self._session_ids(session, key):
-            rows = self.t._query("SELECT stream FROM timeline_streams WHERE kind='DeliveryRecorded'"
-                                 " AND session_id=? AND first_position<=? ORDER BY first_position", (sid, self.position))
-            for row in rows:
-                d: Delivery | None = self._aggregate(UUID(row["stream"]))
+            for stream in self.views.streams_of_kind("DeliveryRecorded", self.position, session_id=sid):
+                d: Delivery | None = self._aggregate(UUID(stream))
                 if d is not None:
                     out.append({"session_id": d.session_id, "seq": d.seq, "state": d.state, "attempts": d.attempts,
                                 "owner": d.owner, "content": d.content})
         return out
 
     def queue(self, key: str) -> list[dict[str, Any]]:
-        rows = self.t._query("SELECT stream FROM timeline_streams WHERE kind='InboxOpened' AND session_key=?"
-                             " AND first_position<=? ORDER BY first_position", (key, self.position))
         out = []
-        for row in rows:
-            inbox = self._aggregate(UUID(row["stream"]))
+        for stream in self.views.streams_of_kind("InboxOpened", self.position, session_key=key):
+            inbox = self._aggregate(UUID(stream))
             for item in inbox.items if inbox is not None else []:
                 out.append({"item_id": item["item_id"], "kind": item["kind"], "text": "\n".join(item["texts"]),
                             "state": "started" if item["started"] else "pending", "session_id": item["session_id"]})
         return out
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
-        version = self._version(str(transcript_id(session_id)))
+        version = self.version(str(transcript_id(session_id)))
         if version is None:
             return []
-        from .api import _message_dict
-        return [_message_dict(e) for e in self.t.app.events.get(transcript_id(session_id), lte=version)]
+        return self.views.transcript(session_id, upto_version=version)
 
     VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript")
 
@@ -164,11 +151,11 @@ class AsOf:
         raise InvalidRequest(f"unknown view {name!r} (known: {', '.join(self.VIEWS)})")
 
 
-def diff(t: "Turnlog", a: int, b: int, *, key: str | None = None) -> dict[str, Any]:
+def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = None) -> dict[str, Any]:
     """What changed between positions a and b (a < b), grouped by routing key and by session."""
     if a > b:
         a, b = b, a
-    before, after = AsOf(t, a), AsOf(t, b)
+    before, after = AsOf(views, app, a), AsOf(views, app, b)
     routes_a = {r["route_id"]: r for r in before.routes(key)}
     routes_b = {r["route_id"]: r for r in after.routes(key)}
     by_key: dict[str, list[dict[str, Any]]] = {}
@@ -181,9 +168,8 @@ def diff(t: "Turnlog", a: int, b: int, *, key: str | None = None) -> dict[str, A
             by_key.setdefault(name, []).append({"change": "registered" if ra is None else "rebound",
                                                 "from_session": old, "to_session": new,
                                                 "reason": rb["bound_reason"] if rb else None})
-    with t.projections.lock:
-        touched = sorted(timeline_query.sessions_touched(t.projections, a, b, key=key))
-        events = t.projections.log.count(a, b)
+    touched = sorted(views.sessions_touched(a, b, key=key))
+    events = views.events_between(a, b)
     by_session: dict[str, dict[str, Any]] = {}
     for sid in touched:
         change: dict[str, Any] = {}

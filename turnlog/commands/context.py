@@ -16,7 +16,7 @@ from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
 from ..domain.base import stream_id
 from ..domain.session import Session
-from ..errors import ConflictError
+from ..errors import ConflictError, ReadOnlyDatabase
 from .store import TurnlogApplication
 
 T = TypeVar("T")
@@ -85,6 +85,7 @@ class CommandContext:
     new_session_id: SessionIdFactory
     config: EngineConfig
     cache: AggregateCache = field(init=False)
+    read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)
@@ -98,6 +99,8 @@ class CommandContext:
 
     def save(self, *items: Any) -> int:
         """Save in one transaction; returns the log position of the last event written."""
+        if self.read_only:
+            raise ReadOnlyDatabase("this turnlog database is open read-only: the change was not recorded")
         try:
             recordings = self.app.save(*items)
         except IntegrityError:

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import TurnLease
+from ..domain.recovery import answered_items
 from ..domain.keys import RoutingKey
 from ..domain.silence import outbound_for_reply
 from ..domain.source import SessionSource
@@ -250,11 +251,8 @@ class InboundCommands:
                 items.append(session)
             inbox = self.ctx.get(inbox_uuid, fresh=False) if inbox_uuid is not None else None
             if inbox is not None:
-                for waiting in inbox.in_flight():
-                    if waiting.item_id == item.item_id:
-                        inbox.complete(item.item_id, "answered", at=now, actor=owner, cause=cause)
-                    elif resumed and waiting.session_id == token.session_id:
-                        inbox.complete(waiting.item_id, "answered_by_later_turn", at=now, actor=owner, cause=cause)
+                for item_id, outcome in answered_items(inbox.in_flight(), item.item_id, token.session_id, resumed):
+                    inbox.complete(item_id, outcome, at=now, actor=owner, cause=cause)
                 items.append(inbox)
             return items
 

@@ -10,8 +10,9 @@ never recorded a clean stop is an interrupted turn (the durable active-turn mark
   is resumed once, unless this is the session's third interrupted turn in a row: then it is
   suspended (stuck_loop) and every item still in flight on it is closed.
 A resumed turn answers the item its interrupted turn started, so that is the item recovered with it.
-Candidates are found through the read models (caught up first) and every action is decided on
-the aggregates themselves, so recovery running twice, or racing a live process, is safe.
+Candidates are found through the read models (views, caught up first by `views.refresh()`) and
+every action is decided on the aggregates themselves, so recovery running twice, or racing a live
+process, is safe.
 """
 
 from __future__ import annotations
@@ -21,26 +22,28 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 from uuid import UUID
 
 from ..domain.delivery import MAX_ATTEMPTS, Delivery, delivery_id
 from ..domain.gateway import Gateway, gateway_id
 from ..domain.inbox import WAKEUP, Inbox, InboxItem
 from ..domain.lease import RESTART_RECOVERY, TurnLease
+from ..domain.recovery import STUCK_LOOP_LIMIT  # noqa: F401  (its old home)
+from ..domain.recovery import (SUSPENDED_STUCK_LOOP, UNOWNED_ROW, InterruptedFacts, answered_items,
+                               closes_in_flight_items, decide_interrupted_turn, finishes_the_turn)
 from ..domain.silence import outbound_for_reply
 from ..domain.transcript import MessageAppended, transcript_id
 from ..errors import GatewayStillRunning, InvalidRequest
+from ..projections.views import Views
 from .context import CommandContext
 from .delivery import DeliveryCommands
 from .turns import TurnCommands, lease_id
 
 AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
-STUCK_LOOP_LIMIT = 3
 DELIVERY_MAX_AGE = timedelta(hours=24)
 DRAIN_POLL_S = 0.05
 
-Query = Callable[[str, Sequence[Any]], list[dict[str, Any]]]
 SweepSender = Callable[[dict[str, Any], str], None]
 
 
@@ -101,11 +104,11 @@ class SweepReport:
 
 class RecoveryCommands:
     def __init__(self, ctx: CommandContext, turns: TurnCommands, deliveries: DeliveryCommands,
-                 query: Query) -> None:
+                 views: Views) -> None:
         self.ctx = ctx
         self.turns = turns
         self.deliveries = deliveries
-        self.query = query
+        self.views = views
 
     @property
     def owner(self) -> str:
@@ -183,9 +186,8 @@ class RecoveryCommands:
     def _held_by(self, owners: list[str]) -> list[str]:
         if not owners:
             return []
-        marks = ",".join("?" * len(owners))
-        rows = self.query(f"SELECT session_id FROM leases WHERE owner IN ({marks}) ORDER BY session_id", owners)
-        return [r["session_id"] for r in rows]
+        self.views.refresh()
+        return self.views.sessions_held_by(owners)
 
     def _change_session(self, session_id: str, change: Callable[[Any, Any], bool]) -> bool:
         def step() -> bool:
@@ -265,56 +267,49 @@ class RecoveryCommands:
             reply = next((m for m in reversed(turn_messages) if m.role == "assistant"), None)
             inbox, item = self._in_flight(lease.turn_id, session_id)
             internal = item is not None and item.kind == WAKEUP
+            session = ctx.session(session_id, fresh=True)
+            action = decide_interrupted_turn(InterruptedFacts(
+                has_reply=reply is not None,
+                delivery_recorded=reply is not None and ctx.get(
+                    delivery_id(session_id, reply.originator_version), fresh=True) is not None,
+                reply_owes_outbound=reply is not None and outbound_for_reply(reply.content, internal=internal)
+                is not None,
+                session_open=session is not None and not session.ended,
+                session_suspended=session is not None and session.suspended,
+                interrupted_before=lease.interrupted_in_a_row))
             items: list[Any] = [lease]
-            if reply is not None:
-                delivery = ctx.get(delivery_id(session_id, reply.originator_version), fresh=True)
-                if delivery is not None:
-                    action = "redeliver"
-                elif outbound_for_reply(reply.content, internal=internal) is None:
-                    action = "nothing_owed"
-                else:
-                    action = "unowned_row"
-                    items.append(self._unowned_row(session_id, lease, reply, item, internal, cause))
+            if action == UNOWNED_ROW:
+                assert reply is not None
+                items.append(self._unowned_row(session_id, lease, reply, item, internal, cause))
+            if finishes_the_turn(action):
                 # The turn has its reply: finish it as its own unwind would have (inbound.py), so it is
                 # delivered by the sweep (or owes nothing) and never also resumed, even while the sweep
                 # skips a platform that is not connected yet.
-                session = ctx.session(session_id, fresh=True)
                 resumed = session is not None and session.clear_resume_pending(at=now, actor="system:recovery",
                                                                                cause=cause)
                 if resumed:
                     items.append(session)
                 if inbox is not None:
-                    for waiting in inbox.in_flight():
-                        if item is not None and waiting.item_id == item.item_id:
-                            inbox.complete(item.item_id, "answered", at=now, actor=self.owner, cause=cause)
-                        elif resumed and waiting.session_id == session_id:
-                            inbox.complete(waiting.item_id, "answered_by_later_turn", at=now, actor=self.owner,
-                                           cause=cause)
+                    answered = answered_items(inbox.in_flight(), item.item_id if item else None, session_id, resumed)
+                    for item_id, outcome in answered:
+                        inbox.complete(item_id, outcome, at=now, actor=self.owner, cause=cause)
                     items.append(inbox)
-            else:
-                session = ctx.session(session_id, fresh=True)
+            elif closes_in_flight_items(action):
                 # Closing the session closes every item still in flight on it: an earlier interrupted
                 # turn's item as well as this one's (a human message may have continued the session).
-                closing = [w.item_id for w in inbox.in_flight() if w.session_id == session_id] if inbox else []
-                if session is None or session.ended:
-                    action = "dropped"
-                    for item_id in closing:
-                        inbox.complete(item_id, "session_ended", at=now, actor=self.owner, cause=cause)
-                elif lease.interrupted_in_a_row + 1 >= STUCK_LOOP_LIMIT or session.suspended:
-                    action = "suspended_stuck_loop"
+                if action == SUSPENDED_STUCK_LOOP:
+                    assert session is not None
                     session.suspend("stuck_loop", at=now, actor="system:recovery", cause=cause)
                     items.append(session)
-                    for item_id in closing:
-                        inbox.complete(item_id, "stuck_loop", at=now, actor=self.owner, cause=cause)
-                else:
-                    closing = []
-                    action = "resume_pending"
-                    if not session.resume_pending:
-                        session.mark_resume_pending("restart_interrupted", at=now, actor="system:recovery",
-                                                    cause=cause)
-                        items.append(session)
+                outcome = "stuck_loop" if action == SUSPENDED_STUCK_LOOP else "session_ended"
+                closing = [w.item_id for w in inbox.in_flight() if w.session_id == session_id] if inbox else []
+                for item_id in closing:
+                    inbox.complete(item_id, outcome, at=now, actor=self.owner, cause=cause)
                 if closing:
                     items.append(inbox)
+            elif session is not None and not session.resume_pending:
+                session.mark_resume_pending("restart_interrupted", at=now, actor="system:recovery", cause=cause)
+                items.append(session)
             lease.revoke(reason=RESTART_RECOVERY, at=now, actor="system:recovery", cause=cause)
             if not dry_run:
                 ctx.save(*items)
@@ -337,16 +332,15 @@ class RecoveryCommands:
     def _in_flight(self, turn_id: str | None, session_id: str) -> tuple[Inbox | None, InboxItem | None]:
         """The inbound item the turn was answering. A resumed turn works on the item its interrupted
         turn started (see resume()), so when no item started with this turn, it is the session's."""
-        rows = self.query("SELECT inbox_id, item_id FROM queue_items WHERE turn_id=?", (turn_id,)) if turn_id else []
-        if not rows:
-            rows = self.query("SELECT inbox_id, item_id FROM queue_items WHERE session_id=? AND state='started'"
-                              " ORDER BY position DESC LIMIT 1", (session_id,))
-        if not rows:
+        ref = self.views.item_of_turn(turn_id) if turn_id else None
+        if ref is None:
+            ref = self.views.started_item(session_id)
+        if ref is None:
             return None, None
-        inbox: Inbox | None = self.ctx.get(UUID(rows[0]["inbox_id"]), fresh=True)
+        inbox: Inbox | None = self.ctx.get(UUID(ref.inbox_id), fresh=True)
         if inbox is None:
             return None, None
-        item = next((i for i in inbox.in_flight() if i.item_id == rows[0]["item_id"]), None)
+        item = next((i for i in inbox.in_flight() if i.item_id == ref.item_id), None)
         return (inbox, item) if item is not None else (None, None)
 
     def _unowned_row(self, session_id: str, lease: TurnLease, reply: MessageAppended, item: InboxItem | None,
@@ -368,15 +362,14 @@ class RecoveryCommands:
     def sweep(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
         """Deliver what earlier boots owed: claim each row not owned by this boot, send, settle."""
         report = SweepReport()
-        rows = self.query("SELECT delivery_id, platform FROM deliveries WHERE state IN"
-                          " ('pending', 'attempting', 'failed') ORDER BY created_at, session_id, seq", ())
-        for row in rows:
-            ident = UUID(row["delivery_id"])
-            if platforms is not None and row["platform"] not in platforms:
-                report.skipped.append(row["delivery_id"])
+        self.views.refresh()
+        for row in self.views.owed_deliveries():
+            ident = UUID(row.delivery_id)
+            if platforms is not None and row.platform not in platforms:
+                report.skipped.append(row.delivery_id)
                 continue
             outcome = self._sweep_one(ident, send)
-            getattr(report, outcome).append(row["delivery_id"])
+            getattr(report, outcome).append(row.delivery_id)
         return report
 
     def _sweep_one(self, ident: UUID, send: SweepSender) -> str:
@@ -421,20 +414,19 @@ class RecoveryCommands:
         now = self.ctx.clock.now()
         if gateway is not None and gateway.boot_storm(now):
             return []
-        rows = self.query("SELECT session_id, session_key, resume_reason, resume_marked_at FROM sessions"
-                          " WHERE resume_pending=1 AND suspended=0 AND ended_at IS NULL ORDER BY resume_marked_at",
-                          ())
+        self.views.refresh()
         window = self.ctx.config.freshness_window_s
         out = []
-        for row in rows:
-            if row["resume_reason"] not in AUTO_RESUME_REASONS:
+        for row in self.views.resume_pending():
+            if row.reason not in AUTO_RESUME_REASONS:
                 continue
-            if window > 0 and row["resume_marked_at"] is not None:
+            if window > 0 and row.marked_at is not None:
                 from datetime import datetime
-                marked = datetime.fromisoformat(row["resume_marked_at"])
+                marked = datetime.fromisoformat(row.marked_at)
                 if (now - marked).total_seconds() > window:
                     continue
-            out.append(row)
+            out.append({"session_id": row.session_id, "session_key": row.session_key,
+                        "resume_reason": row.reason, "resume_marked_at": row.marked_at})
         return out
 
 

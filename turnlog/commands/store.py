@@ -134,7 +134,7 @@ def check_sqlite_file(path: str) -> None:
             conn.close()
     except sqlite3.DatabaseError as e:
         raise StoreError(f"{path} is not a turnlog database ({e})") from None
-    if tables and EVENTS_TABLE not in tables:
+    if tables and EVENTS_TABLE not in tables and "turnlog_meta" not in tables:  # dbfile.MARKER_TABLE
         raise StoreError(f"{path} is an SQLite database but not a turnlog one (it has no {EVENTS_TABLE} table)")
 
 

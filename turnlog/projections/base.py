@@ -10,10 +10,22 @@ keep caches of what it wrote (a stream's filing, a session's key) from one batch
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Protocol, Sequence
+
+
+class TypedRow:
+    """A read-model row as a dataclass (the views' results); `to_dict()` gives its fields."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+REBUILDS_TABLE = "projection_rebuilds"  # rebuilds under way: name -> the position their fresh tables reached
+REBUILD_SUFFIX = "__rebuild"  # a rebuild's fresh tables: `<table>__rebuild`, swapped in when done
 
 
 class Writer(Protocol):

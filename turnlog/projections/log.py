@@ -269,6 +269,9 @@ class LogReader:
 def _same_sqlite_file(recorder: Any, views_path: str) -> bool:
     datastore = getattr(recorder, "datastore", None)
     db_name = getattr(getattr(datastore, "pool", None), "db_name", None)
+    if isinstance(db_name, str) and db_name == views_path and db_name.startswith("file:") and \
+            ":memory:" not in db_name:
+        return True  # one URI for both: a read-only open (commands/dbfile.py)
     if not isinstance(db_name, str) or ":memory:" in db_name or db_name.startswith("file:"):
         return False
     if views_path.startswith("file:") or ":memory:" in views_path:

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import StoreError
-from .base import rows_in
+from .base import REBUILD_SUFFIX, REBUILDS_TABLE, rows_in
 
 if TYPE_CHECKING:
     from .runner import ProjectionRunner
@@ -98,8 +98,6 @@ def _balanced(weights: list[float], workers: int, fixed: float) -> tuple[int, ..
 def _movable(runner: "ProjectionRunner", name: str, started: dict[str, int]) -> bool:
     """Whether a helper can fill this projection in a file of its own (`started`: the positions
     rebuilds have reached)."""
-    from .runner import REBUILD_SUFFIX
-
     p = runner.projections[name]
     if getattr(p, "inner", None) is not None or started.get(name, 0) != 0:
         return False
@@ -143,8 +141,6 @@ def helper_files(runner: "ProjectionRunner") -> list[str]:
 
 def helper_positions(runner: "ProjectionRunner") -> dict[str, int]:
     """How far helpers' fresh tables have got (for status and progress), read read-only."""
-    from .runner import REBUILDS_TABLE
-
     positions: dict[str, int] = {}
     for path in helper_files(runner):
         try:
@@ -198,9 +194,7 @@ def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, p
     code = 1
     try:
         _die_with(parent)
-        from .runner import ProjectionRunner
-
-        helper = ProjectionRunner(runner.app, runner.views_path, list(runner.projections.values()))
+        helper = type(runner)(runner.app, runner.views_path, list(runner.projections.values()))
         helper.fill_elsewhere(group, path, batch=batch, pause=pause)
         helper.close()
         code = 0

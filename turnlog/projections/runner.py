@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.application import Application
 
-from ..errors import StoreError
+from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
-from .base import Projection, Tables
+from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .legacy import LegacyProjection
 from .log import LogReader, Row
 
@@ -50,19 +50,21 @@ BATCH = 5000
 REBUILD_BATCH = 20000  # fewer, larger transactions: a rebuild's rows are new, nobody waits on them
 REBUILD_WAL_PAGES = 65536  # checkpoint the WAL every 256 MiB instead of 4 MiB while rebuilding
 POSITIONS_TABLE = "projection_positions"
-REBUILDS_TABLE = "projection_rebuilds"
 VERSIONS_TABLE = "projection_versions"  # a projection with a `version` is refilled when it changes
-REBUILD_SUFFIX = "__rebuild"
 ELSEWHERE = "helper"  # the name a helper's file is attached under
 
 Progress = Callable[[int, int], None]  # (events done, events to do)
 
 
-def connect_views(path: str) -> sqlite3.Connection:
+def connect_views(path: str, *, read_only: bool = False) -> sqlite3.Connection:
+    """`read_only`: `path` is a read-only URI (commands/dbfile.py); nothing on it may write."""
     uri = path.startswith("file:")
     conn = sqlite3.connect(path, uri=uri, timeout=30, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    if read_only:
+        conn.execute("PRAGMA query_only=1")
+    else:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
     # Up to 64 MiB of pages (the default is 2 MiB): full-text queries and rebuilds re-read the
     # same index pages; the cache only grows as pages are read.
     conn.execute("PRAGMA cache_size=-65536")
@@ -134,12 +136,15 @@ class _Target:
 
 
 class ProjectionRunner:
-    def __init__(self, app: Application, views_path: str, projections: Sequence[Any]) -> None:
+    def __init__(self, app: Application, views_path: str, projections: Sequence[Any], *,
+                 read_only: bool = False) -> None:
         self.app = app
+        # Read-only: the read models are read as of their positions, never caught up or rebuilt.
+        self.read_only = read_only
         self.views_path = views_path
         self.projections: dict[str, Projection] = {
             p.name: p if hasattr(p, "writer") else LegacyProjection(p) for p in projections}
-        self.db = connect_views(views_path)
+        self.db = connect_views(views_path, read_only=read_only)
         self.log = LogReader(app, self.db, views_path)
         self.batch = BATCH
         self._lock = threading.RLock()
@@ -147,7 +152,8 @@ class ProjectionRunner:
         self._repaired: set[str] = set()
         self._live = _Target(self.db, "", POSITIONS_TABLE)
         self._rebuilding = _Target(self.db, REBUILD_SUFFIX, REBUILDS_TABLE)
-        self._ensure_schema()
+        if not read_only:
+            self._ensure_schema()
 
     def _ensure_schema(self) -> None:
         with self._lock, self._write():
@@ -179,6 +185,10 @@ class ProjectionRunner:
             self._drop(p, table + REBUILD_SUFFIX)
         self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (p.name,))
         self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (p.name,))
+
+    def _refuse_if_read_only(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyDatabase(f"{what} needs to write, and {self.views_path} is open read-only")
 
     def _write(self) -> "_WriteTransaction":
         return _WriteTransaction(self.db)
@@ -215,6 +225,8 @@ class ProjectionRunner:
         A projection whose tables turn out to be damaged is rebuilt from the log once (per
         runner), and the catch-up goes on.
         """
+        if self.read_only:
+            return 0
         selected = list(names) if names is not None else list(self.projections)
         with self._lock:
             while True:
@@ -241,6 +253,7 @@ class ProjectionRunner:
     def repair(self, name: str, *, cause: BaseException | None = None) -> None:
         """Rebuild a damaged projection from the log; once per runner, so damage that a rebuild
         does not cure is reported instead of looping."""
+        self._refuse_if_read_only(f"repairing the {name} read model" + (f" ({cause})" if cause else ""))
         if name in self._repaired:
             raise StoreError(f"the {name} read model is still damaged after a rebuild from the log"
                              + (f" ({cause})" if cause else ""))
@@ -365,6 +378,7 @@ class ProjectionRunner:
         """`batch` events per transaction (default REBUILD_BATCH) and `pause` seconds between
         batches let a live gateway's writes through a long rebuild. `workers` processes share
         the work (parallel.py; by default two for a large rebuild on two cores or more)."""
+        self._refuse_if_read_only("a rebuild")
         selected = list(names) if names is not None else list(self.projections)
         report = RebuildReport(projections=selected)
         started = time.perf_counter()

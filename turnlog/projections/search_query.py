@@ -87,8 +87,8 @@ def parse_moment(value: str | datetime | date | None, what: str) -> str | None:
 def run(runner: ProjectionRunner, query: str, *, session: str | None = None, key: str | None = None,
         platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
         limit: int = 20) -> list[dict[str, Any]]:
-    """Catch the search projection up, then search it; a damaged index is rebuilt from the log
-    once and the search retried."""
+    """Search the search projection as it is (the caller catches it up: views.py); a damaged
+    index is rebuilt from the log once and the search retried."""
     if not isinstance(query, str):
         raise InvalidRequest(f"the search query must be a string, not {type(query).__name__}")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
@@ -99,7 +99,6 @@ def run(runner: ProjectionRunner, query: str, *, session: str | None = None, key
                           since=parse_moment(since, "since"), until=parse_moment(until, "until"))
     except (QueryTooLong, ValueError) as e:
         raise InvalidRequest(str(e)) from None
-    runner.catch_up(["search"])
     try:
         with runner.lock:
             return search(runner.db, plan, filters, limit, _stats(runner))

@@ -134,3 +134,19 @@ def _column(db: Any, sql: str, params: list[Any]) -> set[Any]:
 
 def _column_in(db: Any, sql: str, values: Iterable[Any]) -> set[Any]:
     return {row[0] for row in rows_in(db, sql, values)}
+
+
+def sessions_created(db: Any, upto: int, *, key: str | None = None) -> list[str]:
+    """Sessions created at or before log position `upto` (only routing key `key`'s), in log order."""
+    where, params = ("", ()) if not key else (" AND session_key=?", (key,))
+    return [r[0] for r in db.execute("SELECT session_id FROM timeline_streams WHERE kind='SessionCreated'"
+                                     f" AND first_position<=?{where} ORDER BY first_position", (upto, *params))]
+
+
+def streams_of_kind(db: Any, kind: str, upto: int, *, session_id: str | None = None,
+                    session_key: str | None = None) -> list[str]:
+    """The streams (aggregate ids as text) whose first event is `kind` (DeliveryRecorded,
+    InboxOpened, ...) at or before `upto`, of one session or one routing key."""
+    column, value = ("session_id", session_id) if session_id is not None else ("session_key", session_key)
+    return [r[0] for r in db.execute(f"SELECT stream FROM timeline_streams WHERE kind=? AND {column}=?"
+                                     " AND first_position<=? ORDER BY first_position", (kind, value, upto))]

@@ -1,0 +1,67 @@
+"""The read side (issue 14, item 1): every query of a projection's tables lives in projections/,
+returns typed rows, and reads never write (no catch-up, no sealing on the query path)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from pathlib import Path
+
+import turnlog
+from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+
+ROOT = Path(turnlog.__file__).parent
+ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
+
+
+def projection_tables() -> set[str]:
+    from turnlog.api import Turnlog as T  # the projections a Turnlog runs
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp, T(f"{tmp}/x.db") as t:
+        return {table for p in t.projections.projections.values() for table in p.tables}
+
+
+def test_no_sql_on_a_projection_table_outside_projections():
+    tables = projection_tables()
+    assert {"routes", "sessions", "deliveries", "queue_items", "leases", "route_history",
+            "timeline_streams"} <= tables
+    pattern = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+\[?(" + "|".join(sorted(tables)) + r")\b", re.IGNORECASE)
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        if "projections" in path.relative_to(ROOT).parts:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and ("SELECT" in line.upper() or "INSERT" in line.upper()
+                                         or "UPDATE" in line.upper() or "JOIN" in line.upper()):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+def test_views_return_typed_rows_and_never_catch_up(tmp_path):
+    with Turnlog(str(tmp_path / "gw.db"), clock=ManualClock(), session_ids=SequentialIds()) as t:
+        t.handle_message(ALICE, "hello", lambda history, item: "hi", lambda text: None)
+        assert t.views.sessions() == []  # the views read the models as they are: not caught up yet
+        assert len(t.sessions()) == 1  # the facade catches up first (read-your-writes)
+        rows = t.views.sessions()
+        assert dataclasses.is_dataclass(rows[0]) and rows[0].session_key == "agent:main:telegram:dm:42"
+        assert dataclasses.is_dataclass(t.views.routes()[0])
+        delivery, content = t.views.ledger()[0]
+        assert dataclasses.is_dataclass(delivery) and delivery.state == "delivered" and content == "hi"
+        t.handle_message(ALICE, "again", lambda history, item: "hi", lambda text: None)
+        before = t.projections.positions()
+        files = [tmp_path / "gw.db", tmp_path / "gw.db-wal"]
+
+        def digest() -> list[str]:
+            return [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
+        written = digest()
+        t.views.sessions(), t.views.ledger(), t.views.held_leases(), t.views.owed_deliveries()
+        t.views.search("hello")
+        assert t.projections.positions() == before  # nothing moved
+        assert digest() == written
+
+
+def test_the_facade_has_no_sql_of_its_own():
+    source = (ROOT / "api.py").read_text()
+    assert "_query" not in source and "SELECT" not in source

@@ -1,0 +1,250 @@
+"""What an SQLite file is, decided before turnlog writes a byte to it.
+
+A turnlog database is identified positively: it carries a `turnlog_meta` table with its format
+and format version, written when turnlog creates the file. A file made by an earlier turnlog
+(no marker) is adopted when it has turnlog's own tables and columns (`stored_events` with the
+library's columns holding only turnlog events, and `projection_positions`); opened for writing,
+it then gets the marker. Anything else — a directory, an empty file, a file that is not SQLite,
+an SQLite file of another program (even another eventsourcing app's `stored_events`) — is
+refused with one line, read only through a read-only connection that cannot write.
+
+A new database is made whole in a temporary file beside the target and linked into place, so
+a file at the path is either absent or a marked turnlog database (never half-made, never
+clobbering a file that appeared meanwhile).
+
+Read-only opens (`sqlite_uri(path, read_only=True)`): `mode=ro`, and `immutable=1` when no
+write-ahead log exists and the file or its folder is read-only, so that SQLite creates no
+-wal/-shm files there; a file with a live -wal is read through it (its -shm exists already).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import uuid
+from typing import Any
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from ..errors import ReadOnlyDatabase, StoreError
+
+MARKER_TABLE = "turnlog_meta"
+FORMAT = "turnlog"
+FORMAT_VERSION = 1
+EVENTS_TABLE = "stored_events"
+POSITIONS_TABLE = "projection_positions"
+EVENT_COLUMNS = {"originator_id", "originator_version", "topic", "state"}
+POSITION_COLUMNS = {"name", "position"}
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Identity:
+    kind: str  # missing | turnlog | legacy
+    path: str
+
+
+def writable(path: str) -> bool:
+    """Can turnlog write this file and the -wal/-shm beside it?
+
+    Write permission bits are honoured even for root (who could write anyway): a database a user
+    marked read-only (chmod a-w, of the file or its folder) is treated as read-only by everyone.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    for target in ([path] if os.path.exists(path) else []) + [folder]:
+        if not os.access(target, os.W_OK) or not os.stat(target).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            return False
+    return True
+
+
+def sqlite_uri(path: str, *, read_only: bool) -> str:
+    """The URI SQLite opens `path` by (the library's SQLite connections take URIs)."""
+    uri = "file:" + quote(os.path.abspath(path))
+    if not read_only:
+        return uri
+    if not os.path.exists(path + "-wal") and not writable(path):
+        return uri + "?mode=ro&immutable=1"  # nothing can write it, and no -wal/-shm is made
+    return uri + "?mode=ro"
+
+
+def _connect_ro(path: str) -> sqlite3.Connection:
+    # Through the WAL when there is one (a live database); otherwise immutable, which reads the
+    # file alone and creates nothing beside it.
+    uri = "file:" + quote(os.path.abspath(path))
+    if os.path.exists(path + "-wal") and os.path.exists(path + "-shm"):
+        try:
+            conn = sqlite3.connect(uri + "?mode=ro", uri=True)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.DatabaseError:
+            pass
+    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
+
+
+def identify(path: str, *, views_only: bool = False) -> Identity:
+    """What the file at `path` is, read without writing; raises StoreError for anything that is
+    not a turnlog database. `views_only`: a read-model file beside a PostgreSQL log (no events)."""
+    if not os.path.lexists(path):
+        return Identity("missing", path)
+    if os.path.isdir(path):
+        raise StoreError(f"{path} is a directory, not a turnlog database")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+    if not header:
+        raise StoreError(f"{path} is an empty file, not a turnlog database (remove it to create one there)")
+    if not header.startswith(SQLITE_HEADER):
+        raise StoreError(f"{path} is not a turnlog database (not an SQLite file)")
+    if size < _expected_size(header):
+        raise StoreError(f"{path} is truncated ({size} bytes of {_expected_size(header)}): not a readable turnlog"
+                         " database")
+    try:
+        conn = _connect_ro(path)
+        try:
+            return _classify(conn, path, views_only)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a turnlog database ({e})") from None
+
+
+def _expected_size(header: bytes) -> int:
+    """The file size SQLite's header promises (page size x page count), 0 when it does not say."""
+    if len(header) < 100:
+        return 100
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The page count is valid only when written by the same change as the version-valid-for number.
+    return page_size * pages if header[24:28] == header[92:96] else 0
+
+
+def _classify(conn: sqlite3.Connection, path: str, views_only: bool) -> Identity:
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if MARKER_TABLE in tables:
+        meta = dict(conn.execute(f"SELECT key, value FROM {MARKER_TABLE}").fetchall())
+        if meta.get("format") != FORMAT:
+            raise StoreError(f"{path} is an SQLite database but not a turnlog one (its {MARKER_TABLE} names"
+                             f" format {str(meta.get('format'))[:40]!r})")
+        try:
+            version = int(meta.get("format_version", ""))
+        except ValueError:
+            raise StoreError(f"{path} has a damaged {MARKER_TABLE} table (no format_version)") from None
+        if version > FORMAT_VERSION:
+            raise StoreError(f"{path} was made by a newer turnlog (format {version}; this one reads up to"
+                             f" {FORMAT_VERSION})")
+        return Identity("turnlog", path)
+    if not tables:
+        raise StoreError(f"{path} is an SQLite database with no tables, not a turnlog database")
+    if _has_columns(conn, POSITIONS_TABLE, POSITION_COLUMNS, tables):
+        if views_only and EVENTS_TABLE not in tables:
+            return Identity("legacy", path)
+        if _has_columns(conn, EVENTS_TABLE, EVENT_COLUMNS, tables) and conn.execute(
+                f"SELECT 1 FROM {EVENTS_TABLE} WHERE topic NOT LIKE 'turnlog%' LIMIT 1").fetchone() is None:
+            return Identity("legacy", path)
+    what = f"it has a {EVENTS_TABLE} table, but no turnlog marker" if EVENTS_TABLE in tables else \
+        "it has no turnlog marker"
+    raise StoreError(f"{path} is an SQLite database but not a turnlog one ({what})")
+
+
+def _has_columns(conn: sqlite3.Connection, table: str, columns: set[str], tables: set[str]) -> bool:
+    if table not in tables:
+        return False
+    return columns <= {r[1] for r in conn.execute(f"PRAGMA table_info([{table}])")}
+
+
+def _marker_sql(conn: sqlite3.Connection) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {MARKER_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.executemany(f"INSERT OR IGNORE INTO {MARKER_TABLE} (key, value) VALUES (?, ?)",
+                     [("format", FORMAT), ("format_version", str(FORMAT_VERSION)),
+                      ("created_at", datetime.now(UTC).isoformat())])
+
+
+def create(path: str) -> None:
+    """Make a new, marked turnlog database at `path`, whole or not at all; a file that appears
+    there meanwhile is kept (and identified by the caller)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise StoreError(f"cannot create database {path}: directory {folder} does not exist")
+    if not writable(path):
+        raise ReadOnlyDatabase(f"cannot create database {path}: directory {folder} is read-only")
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.creating")
+    try:
+        conn = sqlite3.connect(tmp)
+        try:
+            with conn:
+                _marker_sql(conn)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)  # fails if a file appeared at `path`: never clobbered
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not os.path.lexists(path):
+                os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def mark(path: str) -> None:
+    """Write the marker into a database adopted from an earlier turnlog (opened for writing)."""
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _marker_sql(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.close()
+
+
+def prepare(path: str, *, read_only: bool, create_missing: bool, views_only: bool = False) -> Identity:
+    """Check the file before anything opens it: identify it (read-only), then create a missing
+    one (when allowed) or refuse to write a read-only one."""
+    identity = identify(path, views_only=views_only)
+    if identity.kind == "missing":
+        if read_only or not create_missing:
+            raise StoreError(f"no turnlog database at {path} (only commands that write create one)")
+        create(path)
+        return identify(path, views_only=views_only)
+    if not read_only and not writable(path):
+        raise ReadOnlyDatabase(f"{path} is read-only (this needs to write to it)")
+    return identity
+
+
+def open_location(location: Any, *, read_only: bool, create_missing: bool) -> Any:
+    """Check the store's SQLite file(s) (commands/store.py `StoreLocation`) before anything opens
+    them; for a read-only open, the location to open them by (read-only URIs, no table creation)."""
+    if location.kind == "sqlite":
+        path = location.env["SQLITE_DBNAME"]
+        if path.startswith("file:") or ":memory:" in path:
+            return location  # the caller's own URI: opened as given
+        identity = prepare(path, read_only=read_only, create_missing=create_missing)
+        if not read_only:
+            if identity.kind == "legacy":
+                mark(path)
+            return location
+        uri = sqlite_uri(path, read_only=True)
+        return replace(location, env={**location.env, "SQLITE_DBNAME": uri, "CREATE_TABLE": "false"},
+                       views_path=uri)
+    views = location.views_path
+    if views.startswith("file:") or ":memory:" in views:
+        return location
+    # A PostgreSQL log's local read models are a cache of it: made when missing, unless read-only.
+    identity = prepare(views, read_only=read_only, create_missing=not read_only, views_only=True)
+    if read_only:
+        return replace(location, env={**location.env, "CREATE_TABLE": "false"},
+                       views_path=sqlite_uri(views, read_only=True))
+    if identity.kind == "legacy":
+        mark(views)
+    return location

@@ -1,0 +1,73 @@
+"""Maintenance of what is derived from the log: catching the read models up, rebuilding,
+verifying and repairing them, and the hash chain. The log itself is never changed here.
+
+A read-only open (`read_only`) catches nothing up and seals nothing; its rebuilds and repairs
+are refused (ReadOnlyDatabase) by the runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from .errors import InvalidRequest, ReadOnlyDatabase
+from .projections import verify as _verify
+from .projections.chain import ChainBreak, ChainSealer
+from .projections.runner import ProjectionRunner
+
+
+class Maintenance:
+    def __init__(self, runner: ProjectionRunner, chain: ChainSealer | None, *, read_only: bool,
+                 display: str) -> None:
+        self.runner = runner
+        self.chain = chain
+        self.read_only = read_only
+        self.display = display
+
+    def catch_up(self, names: Iterable[str] | None = None) -> int:
+        """Bring the read models (`names`, or all of them and the hash chain) up to the log."""
+        if self.read_only:
+            return 0
+        # One read-model connection serves every thread of a Turnlog: one user at a time.
+        with self.runner.lock:
+            applied = self.runner.catch_up(names)
+            if names is None:
+                self.seal()
+            return applied
+
+    def seal(self) -> int:
+        return 0 if self.read_only or self.chain is None else self.chain.seal()
+
+    def verify_chain(self) -> list[ChainBreak]:
+        if self.chain is None:
+            raise ReadOnlyDatabase(f"{self.display} has no hash chain yet, and sealing one needs to write")
+        self.seal()
+        return self.chain.verify()
+
+    def rebuild(self, names: Iterable[str] | None = None, *, progress: Callable[[int, int], None] | None = None,
+                pause: float = 0.0, batch: int | None = None, workers: int | None = None) -> dict[str, Any]:
+        for what, value in (("batch", batch), ("workers", workers)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise InvalidRequest(f"{what} must be a positive whole number, not {value!r}")
+        return self.runner.run_rebuild(self.names(names), progress=progress, pause=pause, batch=batch,
+                                       workers=workers).to_dict()
+
+    def status(self) -> list[dict[str, Any]]:
+        return self.runner.status()
+
+    def behind(self) -> int:
+        return max((s["behind"] for s in self.status()), default=0)
+
+    def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
+        return _verify.verify(self.runner, self.names(names))
+
+    def doctor(self, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
+        return _verify.doctor(self.runner, repair=repair, deep=deep)
+
+    def names(self, names: Iterable[str] | None) -> list[str] | None:
+        """The projections named (None: all), each checked to exist."""
+        selected = list(names) if names is not None else None
+        known = self.runner.projections
+        unknown = sorted(set(selected or ()) - set(known))
+        if unknown:
+            raise InvalidRequest(f"unknown projection {unknown[0]!r} (known: {', '.join(known)})")
+        return selected

@@ -1,0 +1,159 @@
+"""The read side: every query of the read models, as typed rows, in one object.
+
+`Views` composes the per-projection readers (routing_views, turns_views, route_history_views,
+timeline_query, search_query) over one runner's connection, each read under the runner's lock.
+Reads never write: nothing here catches the read models up or seals the hash chain. Who does:
+- a writable `Turnlog`'s read methods call `Turnlog.catch_up()` first (read-your-writes), and so
+  does recovery (`refresh`, given by the facade) before it looks for candidates;
+- a read-only `Turnlog` never does: its views read as of the read models' positions.
+Transcripts are read from the log itself (always current, at any version).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from eventsourcing.application import Application
+
+from ..domain.transcript import transcript_id
+from . import route_history_views, routing_views, search_query, timeline_query, turns_views
+from .route_history_views import BoundRoute
+from .routing_views import RouteRow, SessionFlagRow, SessionRow
+from .runner import ProjectionRunner
+from .turns_views import DeliveryRow, ItemRef, LeaseRow, OwedDelivery, QueueItemRow
+
+
+def message_row(e: Any) -> dict[str, Any]:
+    """A transcript message (a MessageAppended event) as the API shows it."""
+    return {"seq": e.originator_version, "role": e.role, "content": e.content, "tool_calls": e.tool_calls,
+            "tool_call_id": e.tool_call_id, "name": e.name, "token_count": e.token_count,
+            "finish_reason": e.finish_reason, "platform_message_id": e.platform_message_id,
+            "timestamp": e.timestamp.isoformat(), "epoch": e.epoch, "turn_id": e.turn_id, "actor": e.actor,
+            "cause": e.cause}
+
+
+class Views:
+    def __init__(self, runner: ProjectionRunner, app: Application,
+                 refresh: Callable[[], int] | None = None) -> None:
+        self.runner = runner
+        self.app = app
+        self._refresh = refresh
+
+    def refresh(self) -> int:
+        """Catch the read models up, when the owner of these views allows it (see the module doc)."""
+        return self._refresh() if self._refresh is not None else 0
+
+    def _read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # One read-model connection serves every thread of a Turnlog: one user at a time.
+        with self.runner.lock:
+            return fn(self.runner.db, *args, **kwargs)
+
+    # -- routes and sessions (routing.py) ---------------------------------------------------
+
+    def routes(self) -> list[RouteRow]:
+        return self._read(routing_views.routes)
+
+    def sessions(self) -> list[SessionRow]:
+        return self._read(routing_views.sessions)
+
+    def session(self, session_id: str) -> SessionRow | None:
+        return self._read(routing_views.session, session_id)
+
+    def session_exists(self, session_id: str) -> bool:
+        return self._read(routing_views.session_exists, session_id)
+
+    def route_ids_of_key(self, key: str) -> list[str]:
+        return self._read(routing_views.route_ids_of_key, key)
+
+    def current_session(self, route_id: str) -> str | None:
+        return self._read(routing_views.current_session, route_id)
+
+    def compression_child(self, session_id: str) -> str | None:
+        return self._read(routing_views.compression_child, session_id)
+
+    def resume_pending(self) -> list[SessionFlagRow]:
+        return self._read(routing_views.resume_pending)
+
+    def resume_pending_any(self) -> list[SessionFlagRow]:
+        return self._read(routing_views.resume_pending_any)
+
+    def suspended(self) -> list[SessionFlagRow]:
+        return self._read(routing_views.suspended)
+
+    # -- deliveries, inbound queue, leases (turns.py) ----------------------------------------
+
+    def queue(self, route_ids: list[str]) -> list[QueueItemRow]:
+        return self._read(turns_views.queue, route_ids)
+
+    def ledger(self, status: str | None = None) -> list[tuple[DeliveryRow, str]]:
+        """Each delivery with its content (read from the log at the row's recorded position)."""
+        with self.runner.lock:
+            rows = turns_views.ledger(self.runner.db, status)
+            recorded = self.runner.log.fields_at(r.recorded_position for r in rows)
+        return [(r, recorded[r.recorded_position]["content"]) for r in rows]
+
+    def owed_deliveries(self) -> list[OwedDelivery]:
+        return self._read(turns_views.owed)
+
+    def held_leases(self) -> list[LeaseRow]:
+        return self._read(turns_views.held_leases)
+
+    def sessions_held_by(self, owners: Iterable[str]) -> list[str]:
+        return self._read(turns_views.sessions_held_by, owners)
+
+    def item_of_turn(self, turn_id: str) -> ItemRef | None:
+        return self._read(turns_views.item_of_turn, turn_id)
+
+    def started_item(self, session_id: str) -> ItemRef | None:
+        return self._read(turns_views.started_item, session_id)
+
+    def inboxes_with_pending(self) -> list[str]:
+        return self._read(turns_views.inboxes_with_pending)
+
+    # -- the log's timeline and the routing map at a moment --------------------------------
+
+    def head(self) -> int:
+        return self.runner.head()
+
+    def routes_at(self, position: int, key: str | None = None) -> list[BoundRoute]:
+        return self._read(route_history_views.routes_at, position, key)
+
+    def sessions_created(self, upto: int, *, key: str | None = None) -> list[str]:
+        return self._read(timeline_query.sessions_created, upto, key=key)
+
+    def streams_of_kind(self, kind: str, upto: int, *, session_id: str | None = None,
+                        session_key: str | None = None) -> list[str]:
+        return self._read(timeline_query.streams_of_kind, kind, upto, session_id=session_id,
+                          session_key=session_key)
+
+    def history(self, **query: Any) -> list[dict[str, Any]]:
+        with self.runner.lock:
+            return timeline_query.history(self.runner, **query)
+
+    def position_at(self, moment: Any, *, after: bool = False) -> int | None:
+        with self.runner.lock:
+            return timeline_query.position_at(self.runner, moment, after=after)
+
+    def time_of(self, position: int) -> str | None:
+        with self.runner.lock:
+            return timeline_query.time_of(self.runner, position)
+
+    def sessions_touched(self, after: int, upto: int, *, key: str | None = None) -> set[str]:
+        with self.runner.lock:
+            return timeline_query.sessions_touched(self.runner, after, upto, key=key)
+
+    def events_between(self, after: int, upto: int) -> int:
+        with self.runner.lock:
+            return self.runner.log.count(after, upto)
+
+    def stream_version(self, stream: str, upto: int) -> int | None:
+        with self.runner.lock:
+            return self.runner.log.stream_version(stream, upto)
+
+    # -- transcripts (the log itself) and search ------------------------------------------
+
+    def transcript(self, session_id: str, *, upto_version: int | None = None) -> list[dict[str, Any]]:
+        return [message_row(e) for e in self.app.events.get(transcript_id(session_id), lte=upto_version)]
+
+    def search(self, query: str, **filters: Any) -> list[dict[str, Any]]:
+        return search_query.run(self.runner, query, **filters)
