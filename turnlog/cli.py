@@ -420,3 +420,4 @@ __all__ = ["main"]
 
 from . import cli_audit  # noqa: E402,F401  (registers history, at, diff, export, fork)
 from . import cli_projections  # noqa: E402,F401  (registers search, rebuild, verify, doctor)
+from .web import cli as _web_cli  # noqa: E402,F401  (registers web)

@@ -39,16 +39,14 @@ def sessions(v: Viewer, params: dict[str, str]) -> Result:
     if state and state not in STATES:
         raise InvalidRequest(f"bad state {state!r} (known: {', '.join(STATES)})")
     page = _page_number(params)
-    keys: dict[str, list[str]] = {}
-    for r in t.routes():
-        if r["session_id"]:
-            keys.setdefault(r["session_id"], []).append(r["session_key"])
+    keys = v.routing_keys()
     hits: dict[str, dict[str, Any]] = {}
     if q:
-        for hit in t.search(q, platform=platform or None, limit=500):
+        for hit in t.search(q, platform=platform or None, limit=200):
             hits.setdefault(hit["session_id"], hit)
     rows = []
-    for s in t.sessions():
+    everything = v.sessions().values()
+    for s in everything:
         if platform and s["platform"] != platform:
             continue
         if state and _state(s) != state:
@@ -70,7 +68,7 @@ def sessions(v: Viewer, params: dict[str, str]) -> Result:
     shown = rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
     data = {"filters": {"platform": platform, "state": state, "key": key, "q": q}, "page": page,
             "page_size": PAGE_SIZE, "total": total, "sessions": shown}
-    platforms = sorted({s["platform"] for s in t.sessions() if s["platform"]})
+    platforms = sorted({s["platform"] for s in everything if s["platform"]})
     return Result("Sessions", data, _sessions_body(data, platforms))
 
 
@@ -117,11 +115,10 @@ def _snippet(snippet: Any) -> Markup:
 
 def session(v: Viewer, session_id: str, params: dict[str, str]) -> Result:
     t = v.t
-    s = t.session(session_id)  # NotFound -> 404
+    s = v.session(session_id)  # NotFound -> 404
     messages = t.transcript(session_id)
     history = [e.to_dict() for e in t.history(session_id)]
-    all_sessions = t.sessions()
-    by_id = {x["session_id"]: x for x in all_sessions}
+    by_id = v.sessions()
     ancestors = []
     cur = s
     while (parent := cur.get("parent_session_id") or cur.get("previous_session_id")) and parent in by_id \
@@ -131,7 +128,7 @@ def session(v: Viewer, session_id: str, params: dict[str, str]) -> Result:
                           "relation": "parent" if s.get("parent_session_id") == parent else "previous"})
     children = [{"session_id": x["session_id"], "created_reason": x["created_reason"],
                  "relation": "child" if x["parent_session_id"] == session_id else "next"}
-                for x in all_sessions if session_id in (x["parent_session_id"], x["previous_session_id"])]
+                for x in by_id.values() if session_id in (x["parent_session_id"], x["previous_session_id"])]
     switches = [e for e in history if e["event"].startswith("Route") or "resume" in str(e["cause"] or "")]
     usage: dict[str, int] = {}
     for m in messages:
@@ -203,7 +200,7 @@ def parse_position(v: Viewer, raw: str) -> int:
 
 def session_at(v: Viewer, session_id: str, raw_position: str, params: dict[str, str]) -> Result:
     t = v.t
-    t.session(session_id)  # NotFound -> 404
+    v.session(session_id)  # NotFound -> 404
     position = parse_position(v, raw_position)
     asof = t.at(position)
     state = asof.session(session_id)

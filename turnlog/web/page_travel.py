@@ -10,7 +10,7 @@ from .html import Markup, link, table, tag, text, url
 from .viewer import Result, Viewer
 from . import log_queries
 
-KEYS_PER_PAGE = 25
+KEYS_PER_PAGE = 50
 
 
 def moment(v: Viewer, raw: str | None, default: int) -> int:
@@ -37,20 +37,29 @@ def travel(v: Viewer, params: dict[str, str]) -> Result:
     asof = t.at(position)
     routes = asof.routes(key)
     shown = routes[(page_n - 1) * KEYS_PER_PAGE: page_n * KEYS_PER_PAGE]
+    events = log_queries.events_around(t, position, 6, 6)
+    # Sessions, leases, ledger and queues are rebuilt per session as of the position, so the page
+    # shows those of the chosen key, or else of the sessions the nearby events concern.
+    if key:
+        focus = [(r["session_key"], r["session_id"]) for r in routes]
+    else:
+        concerned = list(dict.fromkeys(e["session_id"] for e in events if e["session_id"]))
+        bound = {r["session_id"]: r["session_key"] for r in routes if r["session_id"]}
+        focus = [(bound.get(sid), sid) for sid in concerned]
     sessions, leases, ledger, queue = [], [], [], []
-    for r in shown:
-        sid = r["session_id"]
+    for session_key, sid in focus:
         if sid:
             if (s := asof.session(sid)) is not None:
                 sessions.append(s)
+                session_key = session_key or s["session_key"]
             if (lease := asof.lease(sid)) is not None:
                 leases.append(lease)
             ledger += asof.ledger(session=sid)
-        queue += [{"session_key": r["session_key"], **item} for item in asof.queue(r["session_key"])]
+        if session_key:
+            queue += [{"session_key": session_key, **item} for item in asof.queue(session_key)]
     data = {"position": position, "at": asof.at, "head": head, "key": key, "page": page_n,
             "keys_per_page": KEYS_PER_PAGE, "routes_total": len(routes), "routes": shown, "sessions": sessions,
-            "leases": leases, "ledger": ledger, "queue": queue,
-            "events": log_queries.events_around(t, position, 6, 6)}
+            "leases": leases, "ledger": ledger, "queue": queue, "events": events}
     return Result(f"Time travel: #{position}", data, _body(data))
 
 
@@ -86,7 +95,7 @@ def _body(d: dict[str, Any]) -> Markup:
         + tag("h2", "Routing map") + table(d["routes"], ["session_key", "session_id", "bound_reason",
                                                           "from_position"], cells=sl, empty="no key yet", id="routes")
         + tag("p", Markup("".join(pager)), class_="pager")
-        + tag("h2", "Sessions of these keys") + table(d["sessions"], ["session_id", "session_key", "created_reason",
+        + tag("h2", f"Sessions of key {d['key']}" if d["key"] else "Sessions the events around it concern") + table(d["sessions"], ["session_id", "session_key", "created_reason",
                                                                        "suspended", "resume_pending", "ended",
                                                                        "end_reason"], cells=sl, id="asof-sessions")
         + tag("h2", "Leases") + table(d["leases"], ["session_id", "epoch", "owner", "turn_id", "expires_at",

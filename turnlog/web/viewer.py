@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..api import Turnlog
+from ..errors import NotFound
 from . import log_queries
 from .store import open_read_only
 
@@ -68,10 +69,33 @@ class Viewer:
         return f"{self.path} · #{self.head_at_open} · opened {self.opened_at}"
 
     def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Values that depend only on the whole log (the plot): computed once per opened log."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
+        """Values that depend only on the whole log (the plot, the session list): computed again
+        only when the log's head has moved."""
+        head = log_queries.head(self.t)
+        hit = self._cache.get(key)
+        if hit is None or hit[0] != head:
+            hit = self._cache[key] = (head, compute())
+        return hit[1]
+
+    def sessions(self) -> dict[str, dict[str, Any]]:
+        """Every session by id, in creation order."""
+        return self.cached("sessions", lambda: {s["session_id"]: s for s in self.t.sessions()})
+
+    def routing_keys(self) -> dict[str, list[str]]:
+        """The routing keys that point at each session now."""
+        def build() -> dict[str, list[str]]:
+            keys: dict[str, list[str]] = {}
+            for r in self.t.routes():
+                if r["session_id"]:
+                    keys.setdefault(r["session_id"], []).append(r["session_key"])
+            return keys
+        return self.cached("routing_keys", build)
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        found = self.sessions().get(session_id)
+        if found is None:
+            raise NotFound(f"no session {session_id!r}")
+        return found
 
     def start(self, check: str, steps: list[tuple[str, Callable[[], Any]]]) -> Job:
         job = Job(uuid.uuid4().hex[:12], check, total=len(steps), result={})
