@@ -42,7 +42,7 @@ def sessions(v: Viewer, params: dict[str, str]) -> Result:
     keys = v.routing_keys()
     hits: dict[str, dict[str, Any]] = {}
     if q:
-        for hit in t.search(q, platform=platform or None, limit=200):
+        for hit in t.search(q, platform=platform or None, limit=100):
             hits.setdefault(hit["session_id"], hit)
     rows = []
     everything = v.sessions().values()
