@@ -4,7 +4,6 @@ travel at that event, the slider moved, screenshots saved, and no console errors
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -15,6 +14,7 @@ import time
 import pytest
 import uvicorn
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -74,7 +74,10 @@ def browser():
 
 
 def wait_for(driver, condition, what: str):
-    return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d), message=what)
+    # While a page is replaced, an element of the old one goes stale: look again.
+    return WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,
+                                                             NoSuchElementException)).until(
+        lambda d: condition(d), message=what)
 
 
 def test_sessions_session_event_time_travel_and_slider(server, browser, tmp_path):
@@ -93,9 +96,9 @@ def test_sessions_session_event_time_travel_and_slider(server, browser, tmp_path
     box = b.find_element(By.ID, "filter-q")
     box.send_keys("turnlog")
     box.submit()
-    wait_for(b, lambda d: "q=turnlog" in d.current_url, "the search did not load")
+    wait_for(b, lambda d: "q=turnlog" in d.current_url
+             and len(d.find_elements(By.CSS_SELECTOR, "a.session-link")) == 1, "the search found not one session")
     links = b.find_elements(By.CSS_SELECTOR, "a.session-link")
-    assert len(links) == 1
     session_id = links[0].text
     links[0].click()
     wait_for(b, lambda d: d.find_elements(By.ID, "transcript"), "the session page did not load")

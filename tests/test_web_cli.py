@@ -3,7 +3,6 @@ answers 401 without its token."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess

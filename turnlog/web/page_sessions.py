@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest
 from .html import Markup, join, link, table, tag, text, url
 from .viewer import Result, Viewer
 from . import log_queries

@@ -95,9 +95,9 @@ def _body(d: dict[str, Any]) -> Markup:
         + tag("h2", "Routing map") + table(d["routes"], ["session_key", "session_id", "bound_reason",
                                                           "from_position"], cells=sl, empty="no key yet", id="routes")
         + tag("p", Markup("".join(pager)), class_="pager")
-        + tag("h2", f"Sessions of key {d['key']}" if d["key"] else "Sessions the events around it concern") + table(d["sessions"], ["session_id", "session_key", "created_reason",
-                                                                       "suspended", "resume_pending", "ended",
-                                                                       "end_reason"], cells=sl, id="asof-sessions")
+        + tag("h2", f"Sessions of key {d['key']}" if d["key"] else "Sessions the events around it concern")
+        + table(d["sessions"], ["session_id", "session_key", "created_reason", "suspended", "resume_pending",
+                                "ended", "end_reason"], cells=sl, id="asof-sessions")
         + tag("h2", "Leases") + table(d["leases"], ["session_id", "epoch", "owner", "turn_id", "expires_at",
                                                      "last_seq"], cells=sl, empty="no lease")
         + tag("h2", "Ledger") + table(d["ledger"], ["session_id", "seq", "state", "attempts", "owner", "content"],
