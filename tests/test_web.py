@@ -270,3 +270,29 @@ def test_a_full_crawl_never_writes_the_database(tmp_path):
         assert c.get("/sessions").status_code == 200
     assert snapshot_dir(str(tmp_path)) == before  # same bytes, and no -wal, -shm or other file
     assert os.stat(path).st_mtime_ns == mtime
+
+
+def test_gateway_now_shows_boots_running_turns_and_owed_replies(tmp_path):
+    path = str(tmp_path / "live.db")
+    web_db.build(path)
+    with TestClient(create_app(path), base_url=BASE) as c:
+        calm = json_of(c, "/")
+    assert [b["ended"] for b in calm["gateways"][0]["boots"]] == ["clean stop"]
+    assert calm["active_turns"] == [] and calm["owed_replies"] == []
+    from turnlog import ManualClock, Turnlog
+    with Turnlog(path, clock=ManualClock("2026-03-01T11:00:00+00:00"), owner="gw-2") as t:
+        t.start_gateway("main")
+        src = web_db.alice()
+        session_id = t.get_or_create_session(src).session_id
+        token = t.acquire_lease(session_id, t.routing_key(src))
+        t.record_reply(token, "owed <i>reply</i>", reply_to=src)
+        t.accept(src, "waiting in line")
+    with TestClient(create_app(path), base_url=BASE) as c:
+        busy = json_of(c, "/")
+        html = c.get("/").text
+    boots = busy["gateways"][0]["boots"]
+    assert [b["alive"] for b in boots] == [False, True] and boots[1]["boot_id"] == "gw-2"
+    assert [(a["session_id"], a["owner"], a["epoch"]) for a in busy["active_turns"]] == [(session_id, "gw-2", 3)]
+    assert [(d["session_id"], d["state"]) for d in busy["owed_replies"]] == [(session_id, "pending")]
+    assert busy["queue_depths"][0]["pending"] == 1
+    assert "gw-2" in html and "not ended (or died unrecovered)" in html

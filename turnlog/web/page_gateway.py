@@ -31,7 +31,11 @@ def gateway_now(v: Viewer, params: dict[str, str]) -> Result:
 def _boot(b: dict[str, Any]) -> dict[str, Any]:
     out = {k: (val.isoformat() if hasattr(val, "isoformat") else val) for k, val in b.items()}
     state = b.get("state")
+    # A boot still marked running may be alive or may have died without a word; once another boot
+    # recovered it, it is known dead. Only a stop ends a boot clean.
     out["alive"] = state in ("running", "draining") and not b.get("recovered")
+    out["ended"] = ("clean stop" if state == "stopped" else "died, recovered" if b.get("recovered")
+                    else "not ended (or died unrecovered)")
     return out
 
 
@@ -46,7 +50,7 @@ def _body(d: dict[str, Any]) -> Markup:
     for g in d["gateways"]:
         parts.append(tag("h2", f"gateway {g['name']}"))
         parts.append(table(g["boots"], ["boot_id", "host", "pid", "started_at", "stopped_at", "state", "alive",
-                                        "recovered", "drain_reason"], empty="no boots"))
+                                        "ended", "drain_reason"], empty="no boots"))
     sl = {"session_id": _session_link}
     parts += [tag("h2", "Active turns"),
               table(d["active_turns"], ["session_id", "owner", "owner_key", "epoch", "acquired_at", "expires_at"],
