@@ -20,6 +20,7 @@ from harness.cli import ok, run
 from turnlog.cli import main
 
 OUTPUT_FLAGS = {"--table", "--json", "--nl", "--csv"}
+SERVERS = {"turnlog web"}  # serves pages until stopped: prints no listing to format
 ESC_TEXT = "look \x1b[2J\x1b]0;pwned\x07 here"  # clear screen, set the window title, bell
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="telegram", chat_id="43", user_id="43", user_name="bob")
@@ -29,7 +30,10 @@ KEY = "agent:main:telegram:dm:42"
 
 
 def commands(group: click.Group, prefix: str = "turnlog"):
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in sorted(group.list_commands(ctx)):
+        command = group.get_command(ctx, name)
+        assert command is not None
         yield f"{prefix} {name}", command
         if isinstance(command, click.Group):
             yield from commands(command, f"{prefix} {name}")
@@ -48,7 +52,7 @@ def test_every_command_takes_the_output_options_and_has_help_on_every_option():
         if command is main or isinstance(command, click.Group):
             continue
         flags = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
-        if not OUTPUT_FLAGS <= flags:
+        if not OUTPUT_FLAGS <= flags and name not in SERVERS:
             missing_output.append(name)
         if "--db" not in flags:
             missing_db.append(name)

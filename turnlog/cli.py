@@ -66,7 +66,8 @@ class TurnlogGroup(click.Group):
 
     command_class = TurnlogCommand
     command_modules = ("turnlog.cli_audit",  # history, at, diff, export, fork
-                       "turnlog.cli_projections")  # search, rebuild, verify, doctor
+                       "turnlog.cli_projections",  # search, rebuild, verify, doctor
+                       "turnlog.web.cli")  # web
 
     def _load_command_modules(self) -> None:
         for name in self.command_modules:
@@ -490,4 +491,3 @@ def demo(ctx: click.Context, out: Output) -> None:
 
 
 __all__ = ["main"]
-

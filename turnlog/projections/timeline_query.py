@@ -150,3 +150,9 @@ def streams_of_kind(db: Any, kind: str, upto: int, *, session_id: str | None = N
     column, value = ("session_id", session_id) if session_id is not None else ("session_key", session_key)
     return [r[0] for r in db.execute(f"SELECT stream FROM timeline_streams WHERE kind=? AND {column}=?"
                                      " AND first_position<=? ORDER BY first_position", (kind, value, upto))]
+
+
+def all_streams_of_kind(db: Any, kind: str) -> list[str]:
+    """Every stream (aggregate id as text) whose first event is `kind`, in log order."""
+    return [r[0] for r in db.execute("SELECT stream FROM timeline_streams WHERE kind=? ORDER BY first_position",
+                                     (kind,))]

@@ -132,3 +132,17 @@ def inboxes_with_pending(db: sqlite3.Connection) -> list[str]:
     """Inboxes with items waiting, the one waiting longest first."""
     return [r[0] for r in db.execute(
         "SELECT q.inbox_id FROM queue_items q WHERE q.state='pending' GROUP BY q.inbox_id ORDER BY MIN(q.position)")]
+
+
+@dataclass(frozen=True)
+class QueueDepth(TypedRow):
+    session_key: str
+    pending: int
+    started: int
+
+
+def queue_depths(db: sqlite3.Connection) -> list[QueueDepth]:
+    """Per routing key with items waiting or running: how many of each."""
+    return [QueueDepth(*r) for r in db.execute(
+        "SELECT session_key, SUM(state='pending'), SUM(state='started') FROM queue_items"
+        " WHERE state IN ('pending', 'started') GROUP BY session_key ORDER BY session_key")]

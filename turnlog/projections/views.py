@@ -20,7 +20,7 @@ from . import route_history_views, routing_views, search_query, timeline_query, 
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
 from .runner import ProjectionRunner
-from .turns_views import DeliveryRow, ItemRef, LeaseRow, OwedDelivery, QueueItemRow
+from .turns_views import DeliveryRow, ItemRef, LeaseRow, OwedDelivery, QueueDepth, QueueItemRow
 
 
 def message_row(e: Any) -> dict[str, Any]:
@@ -85,6 +85,9 @@ class Views:
     def queue(self, route_ids: list[str]) -> list[QueueItemRow]:
         return self._read(turns_views.queue, route_ids)
 
+    def queue_depths(self) -> list[QueueDepth]:
+        return self._read(turns_views.queue_depths)
+
     def ledger(self, status: str | None = None) -> list[tuple[DeliveryRow, str]]:
         """Each delivery with its content (read from the log at the row's recorded position)."""
         with self.runner.lock:
@@ -120,6 +123,9 @@ class Views:
 
     def sessions_created(self, upto: int, *, key: str | None = None) -> list[str]:
         return self._read(timeline_query.sessions_created, upto, key=key)
+
+    def all_streams_of_kind(self, kind: str) -> list[str]:
+        return self._read(timeline_query.all_streams_of_kind, kind)
 
     def streams_of_kind(self, kind: str, upto: int, *, session_id: str | None = None,
                         session_key: str | None = None) -> list[str]:

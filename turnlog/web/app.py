@@ -1,0 +1,167 @@
+"""The Starlette app: routes, the ?format=json twin of every page, errors, and the access token."""
+
+from __future__ import annotations
+
+import hmac
+from contextlib import asynccontextmanager
+from urllib.parse import urlencode
+from typing import Any, Callable
+
+import orjson
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import InvalidRequest, NotFound
+from .html import Markup, page, tag, text
+from . import page_gateway, page_integrity, page_sessions, page_travel, plot, log_queries
+from .viewer import Result, Viewer
+
+TOKEN_COOKIE = "turnlog_token"
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+
+class _Json(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, default=str, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _wants_json(request: Request) -> bool:
+    return request.query_params.get("format") == "json"
+
+
+def _params(request: Request) -> dict[str, str]:
+    return {k: v for k, v in request.query_params.items() if k not in ("format", "token")}
+
+
+def _error(request: Request, status: int, message: str) -> Response:
+    if _wants_json(request):
+        return _Json({"error": message, "status": status}, status_code=status)
+    title = {400: "Bad request", 404: "Not found"}.get(status, "Error")
+    return HTMLResponse(page(title, tag("p", message, class_="error"), path=request.url.path), status_code=status)
+
+
+def _page(viewer: Viewer, build: Callable[..., Result], *path_params: str) -> Callable[[Request], Any]:
+    def endpoint(request: Request) -> Response:
+        try:
+            result = build(viewer, *(request.path_params[p] for p in path_params), _params(request))
+        except NotFound as e:
+            return _error(request, 404, str(e))
+        except InvalidRequest as e:
+            return _error(request, 400, str(e))
+        if _wants_json(request):
+            return _Json(result.data)
+        return HTMLResponse(page(result.title, result.body, path=request.url.path, query=_requery(request),
+                                 snapshot=viewer.banner))
+    return endpoint
+
+
+def _requery(request: Request) -> str:
+    return urlencode([(k, v) for k, v in request.query_params.multi_items() if k not in ("format", "token")])
+
+
+def _plot_page(viewer: Viewer, params: dict[str, str]) -> Result:
+    points = _points(viewer)
+    body = tag("figure", text(_svg_markup(points)), id="plot")
+    turns = sum(p["turns"] for p in points)
+    return Result("Turns per minute and turn latency", {"turns": turns, "minutes": points},
+                  text(tag("p", f"{turns} finished turns over {len(points)} minutes")) + body)
+
+
+def _svg_markup(points: list[dict[str, Any]]) -> Markup:
+    return Markup(plot.svg(points))  # built from numbers and escaped labels only
+
+
+def _points(viewer: Viewer) -> list[dict[str, Any]]:
+    return viewer.cached("plot", lambda: plot.per_minute(log_queries.turn_spans(viewer.t)))
+
+
+class TokenGate:
+    """Every request needs the token (query ?token=, `Authorization: Bearer`, or the cookie that a
+    good ?token= sets); 401 otherwise."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        request = Request(scope)
+        given = request.query_params.get("token")
+        auth = request.headers.get("authorization", "")
+        candidates = [given, auth[7:] if auth.lower().startswith("bearer ") else None,
+                      request.cookies.get(TOKEN_COOKIE)]
+        if not any(c is not None and hmac.compare_digest(c.encode(), self.token.encode()) for c in candidates):
+            response = PlainTextResponse("401: this viewer needs its access token (?token=…)", status_code=401)
+            return await response(scope, receive, send)
+
+        async def send_with_cookie(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and given is not None:
+                cookie = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                message.setdefault("headers", []).append((b"set-cookie", cookie.encode()))
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: str | None = None,
+               allowed_hosts: list[str] | None = None) -> Starlette:
+    """The viewer of the SQLite database at `path` (opened read-only). `token`: required on every
+    request. `allowed_hosts`: Host headers accepted (the CLI passes the loopback names when bound
+    to loopback, so that a web page elsewhere cannot reach it by DNS rebinding)."""
+    v = viewer or Viewer(path or "turnlog.db")
+
+    def job_json(request: Request) -> Response:
+        try:
+            return _Json(page_integrity.job(v, request.path_params["job_id"]).to_dict())
+        except NotFound as e:
+            return _error(request, 404, str(e))
+
+    def run_check(request: Request) -> Response:
+        try:
+            job = page_integrity.start_check(v, request.query_params.get("check", ""))
+        except InvalidRequest as e:
+            return _error(request, 400, str(e))
+        return _Json(job.to_dict(), status_code=202)
+
+    def plot_svg(request: Request) -> Response:
+        return Response(plot.svg(_points(v)), media_type="image/svg+xml")
+
+    def reload(request: Request) -> Response:
+        v.reload()
+        return RedirectResponse("/", status_code=303)
+
+    routes = [
+        Route("/", _page(v, page_gateway.gateway_now)),
+        Route("/sessions", _page(v, page_sessions.sessions)),
+        Route("/sessions/{session_id}", _page(v, page_sessions.session, "session_id")),
+        Route("/sessions/{session_id}/at/{position}", _page(v, page_sessions.session_at, "session_id", "position")),
+        Route("/travel", _page(v, page_travel.travel)),
+        Route("/travel/diff", _page(v, page_travel.diff)),
+        Route("/integrity", _page(v, page_integrity.integrity)),
+        Route("/integrity/run", run_check, methods=["POST"]),
+        Route("/integrity/checks/{job_id}", job_json),
+        Route("/plot", _page(v, _plot_page)),
+        Route("/plot.svg", plot_svg),
+        Route("/reload", reload, methods=["POST"]),
+        Mount("/static", StaticFiles(packages=[("turnlog.web", "static")]), name="static"),
+    ]
+    middleware = []
+    if allowed_hosts:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    if token:
+        middleware.append(Middleware(TokenGate, token=token))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        yield
+        v.close()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.viewer = v
+    return app

@@ -1,0 +1,54 @@
+"""`turnlog web`: serve the read-only viewer (registered on `turnlog` by turnlog/cli.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import click
+
+from ..cli import main
+
+DEFAULT_PORT = 8321
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs --token.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
+              help="TCP port to listen on.")
+@click.option("--token", envvar="TURNLOG_WEB_TOKEN", default=None,
+              help="Access token every request must carry (?token=, a Bearer header, or the cookie it sets).")
+@click.pass_context
+def web(ctx: click.Context, host: str, port: int, token: str | None) -> None:
+    """A read-only local web viewer: gateway now, sessions, transcripts, audit, time travel,
+    integrity checks and a turns plot. It never writes to the database."""
+    loopback = is_loopback(host)
+    if not loopback and not token:
+        raise click.UsageError(f"--host {host} is not loopback: give --token (anyone who can reach it could read"
+                               " every transcript)", ctx)
+    if token is not None and not token.strip():
+        raise click.UsageError("--token must not be empty", ctx)
+    try:
+        import uvicorn
+
+        from .app import LOOPBACK_HOSTS, create_app
+    except ImportError as e:
+        raise click.ClickException(f"turnlog web needs its extra ({e.name} is missing):"
+                                   " pip install 'turnlog[web]'") from None
+
+    db = ctx.find_root().obj["db"]
+    app = create_app(db, token=token, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    if not loopback:
+        click.echo(f"Warning: serving on {host}, beyond this machine; every request needs the token.", err=True)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"turnlog web: http://{shown}:{port}/ (read-only view of {db}; Ctrl-C stops)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,98 @@
+"""Building HTML safely: every piece of data passes through `text()`, which escapes markup and
+shows control and bidi-override characters as visible escapes instead of letting them act."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlencode
+
+# C0 (except tab and newline), DEL, C1, and the bidi embedding/override/isolate controls.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_SPAN = '<span class="ctl" title="control character">{}</span>'
+
+
+class Markup(str):
+    """HTML that is already safe (built here, never from data)."""
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return _CONTROL_SPAN.format(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def text(value: Any) -> Markup:
+    if isinstance(value, Markup):
+        return value
+    if value is None:
+        return Markup("")
+    if isinstance(value, bool):
+        return Markup("yes" if value else "no")
+    return Markup(_INVISIBLE.sub(_visible, html.escape(str(value), quote=True)))
+
+
+def join(parts: Iterable[Any], sep: str = "") -> Markup:
+    return Markup(sep.join(text(p) for p in parts))
+
+
+def tag(element: str, content: Any = "", /, **attrs: Any) -> Markup:
+    rendered = "".join(f' {k.rstrip("_").replace("_", "-")}="{text(v)}"' for k, v in attrs.items()
+                       if v is not None and v is not False)
+    if element in _VOID:
+        return Markup(f"<{element}{rendered}>")
+    return Markup(f"<{element}{rendered}>{text(content)}</{element}>")
+
+
+_VOID = {"input", "br", "img", "meta", "link"}
+
+
+def link(href: str, content: Any, **attrs: Any) -> Markup:
+    return tag("a", content, href=href, **attrs)
+
+
+def url(path: str, **params: Any) -> str:
+    kept = {k: v for k, v in params.items() if v not in (None, "")}
+    return path + ("?" + urlencode(kept) if kept else "")
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, cells: dict[str, Any] | None = None,
+          empty: str = "nothing", **attrs: Any) -> Markup:
+    """A table of rows; `cells[column](row)` renders a column specially (a link), else its text."""
+    if not rows:
+        return tag("p", empty, class_="empty")
+    cells = cells or {}
+    head = "".join(tag("th", c) for c in columns)
+    body = []
+    for row in rows:
+        tds = "".join(tag("td", cells[c](row) if c in cells else _cell(row.get(c))) for c in columns)
+        body.append(f"<tr>{tds}</tr>")
+    return tag("table", Markup(f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"), **attrs)
+
+
+def _cell(value: Any) -> Markup:
+    if isinstance(value, (dict, list)):
+        import orjson
+        return text(orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode())
+    return text(value)
+
+
+NAV = (("/", "Gateway now"), ("/sessions", "Sessions"), ("/travel", "Time travel"),
+       ("/integrity", "Integrity"), ("/plot", "Turns plot"))
+
+
+def page(title: str, body: Any, *, path: str, query: str = "", snapshot: str = "") -> Markup:
+    nav = "".join(tag("a", label, href=href, class_="here" if href == path else None) for href, label in NAV)
+    json_href = path + "?" + (query + "&" if query else "") + "format=json"
+    return Markup(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{text(title)} · turnlog</title>"
+        "<link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\">"
+        "<link rel=\"stylesheet\" href=\"/static/style.css\"></head><body>"
+        f"<header><strong>turnlog</strong><nav>{nav}</nav>"
+        f"<form class=\"snapshot\" method=\"post\" action=\"/reload\">{text(snapshot)} "
+        "<button type=\"submit\" title=\"read the database file again\">reload</button></form></header>"
+        f"<main><h1>{text(title)}</h1>{text(body)}"
+        f"<p class=\"twin\">{link(json_href, 'this page as JSON', class_='json-twin')}</p></main>"
+        "<script src=\"/static/app.js\"></script></body></html>")

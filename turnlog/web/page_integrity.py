@@ -1,0 +1,50 @@
+"""Integrity: projection positions against the log's head, and `verify` / `verify --chain` run
+on demand in the background with their progress."""
+
+from __future__ import annotations
+
+
+from ..errors import InvalidRequest, NotFound
+from .html import Markup, table, tag
+from .viewer import Job, Result, Viewer
+from . import log_queries
+
+CHECKS = ("verify", "chain")
+
+
+def integrity(v: Viewer, params: dict[str, str]) -> Result:
+    jobs = [j.to_dict() for j in v.jobs.values()]
+    data = {"head": log_queries.head(v.t), "projections_in_file": v.status_at_open,
+            "projections_now": v.t.projection_status(), "checks": jobs}
+    body = Markup(
+        tag("p", f"log head #{data['head']}")
+        + tag("h2", "Read models in the file (as opened)")
+        + table(v.status_at_open, ["name", "position", "head", "behind", "rebuild_position"], id="positions")
+        + tag("h2", "Checks")
+        + tag("p", Markup(tag("button", "run verify", type="button", class_="run-check", **{"data-check": "verify"})
+                          + tag("button", "run verify --chain", type="button", class_="run-check",
+                                **{"data-check": "chain"})))
+        + tag("progress", "", id="check-progress", max=1, value=0, hidden=True)
+        + tag("pre", "", id="check-output")
+        + table(jobs, ["id", "check", "state", "done", "total", "error"], empty="no check run yet", id="checks"))
+    return Result("Integrity", data, body)
+
+
+def start_check(v: Viewer, check: str) -> Job:
+    t = v.t
+    if check == "verify":
+        names = [p["name"] for p in t.projection_status()]
+        steps = [(name, (lambda n=name: t.verify([n]))) for name in names]
+    elif check == "chain":
+        steps = [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
+    else:
+        raise InvalidRequest(f"unknown check {check!r} (known: {', '.join(CHECKS)})")
+    return v.start(check, steps)
+
+
+
+def job(v: Viewer, job_id: str) -> Job:
+    found = v.jobs.get(job_id)
+    if found is None:
+        raise NotFound(f"no check {job_id!r}")
+    return found
