@@ -54,6 +54,7 @@ def test_a_database_that_is_not_turnlogs_is_one_line_and_untouched(tmp_path):
     result = CliRunner().invoke(main, ["web", "--db", str(db)])
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert f"{db} is an SQLite database but not a turnlog one" in result.output
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
 

@@ -18,7 +18,7 @@ from contextlib import closing
 from urllib.parse import quote
 
 from ..api import Turnlog
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound, TurnlogError
 
 
 def open_read_only(path: str) -> Turnlog:
@@ -38,5 +38,8 @@ def open_read_only(path: str) -> Turnlog:
     except (sqlite3.Error, OSError) as e:
         shutil.rmtree(folder, ignore_errors=True)
         raise InvalidRequest(f"cannot read {source}: {e}") from None
+    except TurnlogError as e:  # e.g. not a turnlog database: say so of the user's file, not the copy
+        shutil.rmtree(folder, ignore_errors=True)
+        raise type(e)(str(e).replace(copy, source)) from None
     weakref.finalize(t, shutil.rmtree, folder, True)
     return t
