@@ -25,6 +25,7 @@ from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands import dbfile
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
+from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment
@@ -351,7 +352,7 @@ class Turnlog:
                 "stopped_at": boot["stopped_at"].isoformat() if boot["stopped_at"] else None,
                 # A boot still marked running or draining is either alive or died without a stop; once
                 # recovered it is known to have died, so it did not end clean.
-                "ended_clean": gateway.ended_clean(boot)
+                "ended_clean": Gateway.ended_clean(boot)
                 if boot["state"] not in ("running", "draining") or boot["recovered"] else None},
             "active_turns": [r.to_dict() for r in self.views.held_leases()],
             "pending_deliveries": [r.to_dict() for r in self.views.owed_deliveries()],

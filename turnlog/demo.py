@@ -86,8 +86,8 @@ def _turns_and_a_crash(db: str, echo: Echo, table: Callable[[list[dict[str, Any]
         echo("# /queue: each queued message is its own turn, in order")
         for text in ("/queue first", "/queue second"):
             echo(f"  {text} -> {t.command(bob, text).reply}")
-        while (outcome := t.run_next(bob, _responder, sent.append)) is not None:
-            echo(f"  queued item {outcome.item_id} answered")
+        while (queued := t.run_next(bob, _responder, sent.append)) is not None:
+            echo(f"  queued item {queued.item_id} answered")
 
     echo("\n# a gateway process is killed with SIGKILL in the middle of a turn")
     ready = db + ".demo-ready"

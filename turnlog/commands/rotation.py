@@ -61,6 +61,7 @@ class RotationCommands:
             ctx.save(parent, child, route, parent_lease, child_lease)
         except IntegrityError:
             raise StaleLease(f"rotation of {token.session_id} lost a race; the turn's lease moved on") from None
+        assert child_lease.expires_at is not None  # just acquired
         new_token = LeaseToken(child_id, epoch, actor, token.owner_key, token.generation, token.turn_id,
                                child_lease.expires_at)
         self.turns.adopt(new_token, child_lease)

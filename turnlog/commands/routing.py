@@ -113,6 +113,7 @@ class RoutingCommands:
             return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
         current: Session | None = ctx.session(route.session_id, fresh) if route.session_id else None
         if force_new:
+            reason: str | None
             reason, end_reason = FORCE_NEW, "session_reset"
         elif current is None:
             reason, end_reason = ROUTE_DETACHED, None
@@ -129,7 +130,7 @@ class RoutingCommands:
                 extra = list(also())
                 if not touch_activity and origin == route.origin:
                     position = ctx.save(*extra) if extra else 0
-                    return self._result(rk, route.session_id, False, None, None, position)
+                    return self._result(rk, current.session_id, False, None, None, position)
                 route.note_origin(origin, at=now, actor=actor, cause=cause)
                 if touch_activity:
                     current.touch(rk.key, at=now, actor=actor, cause=cause)

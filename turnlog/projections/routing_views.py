@@ -67,7 +67,7 @@ def _origin(text: str | None) -> dict[str, Any] | None:
 def routes(db: sqlite3.Connection) -> list[RouteRow]:
     rows = db.execute("SELECT route_id, session_key, session_id, platform, chat_type, origin, created_at,"
                       " updated_at, bound_reason FROM routes ORDER BY session_key, route_id").fetchall()
-    return [RouteRow(*r[:5], _origin(r[5]), *r[6:]) for r in rows]  # type: ignore[misc]
+    return [RouteRow(*r[:5], _origin(r[5]), *r[6:]) for r in rows]  # type: ignore[call-arg, misc]
 
 
 _SESSION_SQL = (
@@ -78,7 +78,7 @@ _SESSION_SQL = (
 
 
 def _session(r: tuple[Any, ...]) -> SessionRow:
-    return SessionRow(*r[:5], _origin(r[5]), *r[6:11], bool(r[11]), r[12], bool(r[13]),  # type: ignore[misc]
+    return SessionRow(*r[:5], _origin(r[5]), *r[6:11], bool(r[11]), r[12], bool(r[13]),  # type: ignore[call-arg, misc]
                       *r[14:18], bool(r[18]))
 
 

@@ -82,7 +82,7 @@ def queue(db: sqlite3.Connection, route_ids: Sequence[str]) -> list[QueueItemRow
         f" FROM queue_items q JOIN inboxes i ON i.inbox_id = q.inbox_id WHERE i.route_id IN ({marks})"
         " AND q.state IN ('pending', 'started') ORDER BY q.accepted_at, CAST(q.item_id AS INTEGER)",
         tuple(route_ids)).fetchall()
-    return [QueueItemRow(*r[:4], orjson.loads(r[4]), *r[5:]) for r in rows]  # type: ignore[misc]
+    return [QueueItemRow(*r[:4], orjson.loads(r[4]), *r[5:]) for r in rows]  # type: ignore[call-arg, misc]
 
 
 def ledger(db: sqlite3.Connection, status: str | None = None) -> list[DeliveryRow]:
@@ -91,7 +91,7 @@ def ledger(db: sqlite3.Connection, status: str | None = None) -> list[DeliveryRo
         "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
         f" owner, recovered, last_error, created_at, updated_at, recorded_position FROM deliveries {where}"
         " ORDER BY created_at, session_id, seq", params).fetchall()
-    return [DeliveryRow(*r[:10], bool(r[10]), *r[11:]) for r in rows]  # type: ignore[misc]
+    return [DeliveryRow(*r[:10], bool(r[10]), *r[11:]) for r in rows]  # type: ignore[call-arg, misc]
 
 
 def owed(db: sqlite3.Connection) -> list[OwedDelivery]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from contextlib import asynccontextmanager
 from urllib.parse import urlencode
-from typing import Any, Callable
+from typing import Any, Callable, MutableMapping
 
 import orjson
 from starlette.applications import Starlette
@@ -100,7 +100,7 @@ class TokenGate:
             response = PlainTextResponse("401: this viewer needs its access token (?token=…)", status_code=401)
             return await response(scope, receive, send)
 
-        async def send_with_cookie(message: dict[str, Any]) -> None:
+        async def send_with_cookie(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start" and given is not None:
                 cookie = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
                 message.setdefault("headers", []).append((b"set-cookie", cookie.encode()))

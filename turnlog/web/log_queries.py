@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from ..api import Turnlog
+from ..domain.gateway import Gateway
 from ..projections.base import event_name
 from ..projections.summaries import summarize
 from ..projections.timeline_query import event_data
@@ -46,7 +47,7 @@ def gateway_names(t: Turnlog) -> list[str]:
     """The names of the gateways that ever booted on this log."""
     names = []
     for stream in t.views.all_streams_of_kind("GatewayRegistered"):
-        gateway = t.app.repository.get(UUID(stream))
+        gateway: Gateway = t.app.repository.get(UUID(stream))
         names.append(gateway.name)
     return names
 

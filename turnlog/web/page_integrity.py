@@ -3,6 +3,8 @@ on demand in the background with their progress."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Callable
 
 from ..errors import InvalidRequest, NotFound
 from .html import Markup, table, tag
@@ -34,7 +36,8 @@ def start_check(v: Viewer, check: str) -> Job:
     t = v.t
     if check == "verify":
         names = [p["name"] for p in t.projection_status()]
-        steps = [(name, (lambda n=name: t.verify([n]))) for name in names]
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            (name, functools.partial(t.verify, [name])) for name in names]
     elif check == "chain":
         steps = [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
     else:

@@ -106,7 +106,7 @@ def _sessions_body(d: dict[str, Any], platforms: list[str]) -> Markup:
 def _snippet(snippet: Any) -> Markup:
     # The search marks matches with [ ]; show them highlighted, everything else escaped.
     parts = str(snippet or "").split("[")
-    out = [text(parts[0])]
+    out: list[str] = [text(parts[0])]
     for part in parts[1:]:
         hit, _, rest = part.partition("]")
         out.append(tag("mark", hit) + text(rest))
@@ -119,7 +119,7 @@ def session(v: Viewer, session_id: str, params: dict[str, str]) -> Result:
     messages = t.transcript(session_id)
     history = [e.to_dict() for e in t.history(session_id)]
     by_id = v.sessions()
-    ancestors = []
+    ancestors: list[dict[str, Any]] = []
     cur = s
     while (parent := cur.get("parent_session_id") or cur.get("previous_session_id")) and parent in by_id \
             and len(ancestors) < 100:
