@@ -26,6 +26,8 @@ from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
+from .hermes.exporter import ExportReport, export_home
+from .hermes.importer import HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import InvalidRequest, NotFound
@@ -447,6 +449,17 @@ class Turnlog:
         upto = AsOf(self, position)._version(str(transcript_id(session_id))) or 0
         route_id = self._route_id(to_key) if to_key is not None else None
         return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
+
+    def import_hermes(self, hermes_home: str | os.PathLike[str], *, profile: str | None = None,
+                      dry_run: bool = False, progress: Callable[[int, int], None] | None = None) -> ImportReport:
+        """Import a Hermes home's sessions, transcripts and routing (idempotent; see turnlog.hermes)."""
+        return HermesImporter(self.ctx).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
+                                            progress=progress)
+
+    def export_hermes(self, out_home: str | os.PathLike[str]) -> ExportReport:
+        """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home."""
+        self.catch_up()
+        return export_home(self, os.fspath(out_home))
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
