@@ -420,3 +420,4 @@ __all__ = ["main"]
 
 from . import cli_audit  # noqa: E402,F401  (registers history, at, diff, export, fork)
 from . import cli_projections  # noqa: E402,F401  (registers search, rebuild, verify, doctor)
+from . import cli_hermes  # noqa: E402,F401  (registers import-hermes, export-hermes)

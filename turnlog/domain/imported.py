@@ -57,6 +57,8 @@ class HermesHomeImported(DomainEvent):
     ledger: list[dict[str, Any]]
     restart_counts: dict[str, int]
     reset: dict[str, Any]
+    key_options: dict[str, bool]  # config.yaml's group/thread_sessions_per_user
+    lid_mappings: dict[str, str]  # WhatsApp bridge files (name -> the JSON string they hold): keys depend on them
     skipped: list[dict[str, str]]
     actor: str
     cause: str

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, TurnlogError
 
 # Message columns a turnlog MessageAppended does not carry; kept beside the transcript when set.
 MESSAGE_EXTRAS = (
@@ -28,6 +28,12 @@ MESSAGE_DEFAULTS = {"observed": 0, "active": 1, "compacted": 0}
 SESSION_DEFAULTS = {"message_count": 0, "tool_call_count": 0, "input_tokens": 0, "output_tokens": 0,
                     "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0, "api_call_count": 0,
                     "expiry_finalized": 0, "compression_fallback_streak": 0, "rewind_count": 0, "archived": 0}
+
+
+class HermesHomeError(TurnlogError):
+    """A Hermes home whose state.db cannot be read (a runtime failure, not a usage error)."""
+
+
 LID_DIRS = ("platforms/whatsapp/session", "whatsapp/session")
 
 
@@ -44,6 +50,7 @@ class HermesHome:
     reset: dict[str, Any]  # gateway.json / config.yaml reset settings, as Hermes spells them
     options: dict[str, bool]  # group_sessions_per_user, thread_sessions_per_user
     lid_dir: Path | None
+    lid_mappings: dict[str, str]
     skipped: list[dict[str, str]] = field(default_factory=list)
     _db: sqlite3.Connection | None = None
 
@@ -89,10 +96,10 @@ def read_home(hermes_home: str | Path, profile: str | None = None) -> HermesHome
         db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
-        raise InvalidRequest(f"{home / 'state.db'}: not a readable SQLite database ({e})") from None
+        raise HermesHomeError(f"{home / 'state.db'}: not a readable SQLite database ({e})") from None
     if "sessions" not in tables:
         db.close()
-        raise InvalidRequest(f"{home / 'state.db'}: no sessions table (is this a Hermes state.db?)")
+        raise HermesHomeError(f"{home / 'state.db'}: no sessions table (is this a Hermes state.db?)")
     skipped: list[dict[str, str]] = []
     version = None
     if "schema_version" in tables:
@@ -105,12 +112,14 @@ def read_home(hermes_home: str | Path, profile: str | None = None) -> HermesHome
         for r in _rows(db, "SELECT * FROM session_model_usage ORDER BY rowid"):
             usage.setdefault(r["session_id"], []).append(r)
     routing, scopes = _routing(db, tables, home, skipped)
+    lid_dir = _lid_dir(home)
     ledger = _rows(db, "SELECT * FROM delivery_obligations ORDER BY created_at, obligation_id") \
         if "delivery_obligations" in tables else []
     return HermesHome(
         path=home.resolve(), schema_version=version, sessions=sessions, usage=usage, routing=routing,
         routing_scopes=scopes, restart_counts=_restart_counts(home, skipped), ledger=ledger,
-        reset=_reset_settings(home, skipped), options=_key_options(home), lid_dir=_lid_dir(home),
+        reset=_reset_settings(home, skipped), options=_key_options(home), lid_dir=lid_dir,
+        lid_mappings=_lid_mappings(lid_dir),
         skipped=skipped, _db=db,
     )
 
@@ -219,3 +228,15 @@ def _lid_dir(home: Path) -> Path | None:
         if directory.is_dir() and any(directory.glob("lid-mapping-*.json")):
             return directory
     return None
+
+
+def _lid_mappings(directory: Path | None) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in sorted(directory.glob("lid-mapping-*.json")) if directory is not None else ():
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, str):
+            found[path.name] = value
+    return found

@@ -140,9 +140,6 @@ class HermesImporter:
             if reason is not None or rk is None:
                 report.skipped.append({"what": f"routing key {key}", "reason": reason or "no key"})
                 continue
-            if rk.key != key:
-                report.routes_rekeyed.append({"hermes_key": key, "session_key": rk.key, "session_id": session_id,
-                                              "rule": "slack workspace in the key (spec §12)"})
             plan.routes.setdefault(session_id, []).append((rk, entry))
         return plan
 
@@ -209,6 +206,7 @@ class HermesImporter:
                      "suspended", "resume_pending"):
             setattr(report, name, getattr(report, name) + getattr(trial, name))
         report.skipped.extend(trial.skipped)
+        report.routes_rekeyed.extend(trial.routes_rekeyed)
         return sum(len(m) for _, m in batch)
 
     def _session_items(self, row: dict[str, Any], messages: list[dict[str, Any]], home: HermesHome, plan: _Plan,
@@ -320,6 +318,9 @@ class HermesImporter:
                           **say)
         route.bind(session_id, reason=IMPORT_REASON, **say)
         report.routes_imported += 1
+        if rk.key != entry.get("session_key"):
+            report.routes_rekeyed.append({"hermes_key": entry.get("session_key"), "session_key": rk.key,
+                                          "session_id": session_id, "rule": "Slack workspace in the key (spec §12)"})
         return route
 
     def _record_home(self, home: HermesHome, report: ImportReport) -> None:
@@ -329,7 +330,8 @@ class HermesImporter:
         event = HermesHomeImported(
             originator_id=stream, originator_version=1, timestamp=self.ctx.clock.now(), home=str(home.path),
             schema_version=home.schema_version, sessions=report.sessions_found, messages=report.messages_found,
-            ledger=home.ledger, restart_counts=home.restart_counts, reset=home.reset, skipped=report.skipped,
+            ledger=home.ledger, restart_counts=home.restart_counts, reset=home.reset,
+            key_options=home.options, lid_mappings=home.lid_mappings, skipped=report.skipped,
             actor=IMPORT_ACTOR, cause=import_cause(str(home.path)))
         try:
             self.ctx.save(event)
