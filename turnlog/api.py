@@ -27,7 +27,7 @@ from .config import EngineConfig
 from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .hermes.exporter import ExportReport, export_home
-from .hermes.importer import HermesImporter, ImportReport
+from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import InvalidRequest, NotFound
@@ -451,10 +451,17 @@ class Turnlog:
         return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
 
     def import_hermes(self, hermes_home: str | os.PathLike[str], *, profile: str | None = None,
-                      dry_run: bool = False, progress: Callable[[int, int], None] | None = None) -> ImportReport:
-        """Import a Hermes home's sessions, transcripts and routing (idempotent; see turnlog.hermes)."""
-        return HermesImporter(self.ctx).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
-                                            progress=progress)
+                      dry_run: bool = False, progress: Callable[[int, int], None] | None = None,
+                      batch_messages: int = BATCH_MESSAGES) -> ImportReport:
+        """Import a Hermes home's sessions, transcripts and routing (idempotent; see turnlog.hermes).
+
+        `progress(done, total)` is called after each batch (one transaction of about
+        `batch_messages` messages)."""
+        def known() -> dict[str, str]:
+            return {r["session_id"]: r["created_reason"]
+                    for r in self._query("SELECT session_id, created_reason FROM sessions")}
+        return HermesImporter(self.ctx, known).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
+                                            progress=progress, batch_messages=batch_messages)
 
     def export_hermes(self, out_home: str | os.PathLike[str]) -> ExportReport:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home."""

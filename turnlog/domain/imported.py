@@ -40,7 +40,11 @@ class HermesSessionImported(DomainEvent):
     home: str
     row: dict[str, Any]  # the sessions row: every set column, by Hermes' names
     usage: list[dict[str, Any]]  # session_model_usage rows
-    messages: list[dict[str, Any]]  # per transcript seq (index seq-1): Hermes' own fields of that row
+    # Per transcript message, by position (seq - 1): the Hermes row's id and time; and, by seq,
+    # the row's other fields turnlog has no place for (reasoning, active/compacted, ...), when set.
+    message_ids: list[int]
+    message_times: list[float]
+    message_fields: dict[str, dict[str, Any]]
     routing_entry: dict[str, Any] | None  # the SessionEntry that routed to this session, if any
     actor: str
     cause: str

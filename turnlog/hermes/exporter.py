@@ -160,7 +160,7 @@ def _hermes_key(key: str, origin: dict[str, Any] | None) -> str:
 
 def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[str, Any]],
                     records: dict[str, HermesSessionImported], report: ExportReport) -> None:
-    taken = {m["id"] for r in records.values() for m in r.messages}
+    taken = {i for r in records.values() for i in r.message_ids}
     next_id = max(taken, default=0) + 1
     used: set[int] = set()
     for s in sessions:
@@ -170,26 +170,30 @@ def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[st
         if s["end_reason"] and not (record is not None and row.get("end_reason")):
             row["end_reason"] = s["end_reason"]
             row["ended_at"] = _epoch(s["ended_at"])
-        extras = record.messages if record is not None else []
+        ids = record.message_ids if record is not None else []
+        times = record.message_times if record is not None else []
+        fields = record.message_fields if record is not None else {}
         messages = t.turns.transcript(session_id)
         added_tools = 0
         for seq, m in enumerate(messages, start=1):
-            extra = extras[seq - 1] if seq <= len(extras) else {}
-            wanted = extra.get("id")
+            extra = dict(fields.get(str(seq), {}))
+            if seq <= len(ids):
+                extra["timestamp"] = times[seq - 1]
+            wanted = ids[seq - 1] if seq <= len(ids) else None
             if wanted is not None and wanted not in used:
                 message_id = wanted
             else:
                 message_id, next_id = next_id, next_id + 1
             used.add(message_id)
-            if seq > len(extras):
+            if seq > len(ids):
                 added_tools += len(m.tool_calls or [])
             _insert(db, "messages", _message_row(m, extra, message_id, session_id))
             report.messages += 1
         if record is None:
             row["message_count"] = len(messages)
             row["tool_call_count"] = added_tools
-        elif len(messages) > len(extras):
-            row["message_count"] = row.get("message_count", 0) + len(messages) - len(extras)
+        elif len(messages) > len(ids):
+            row["message_count"] = row.get("message_count", 0) + len(messages) - len(ids)
             row["tool_call_count"] = row.get("tool_call_count", 0) + added_tools
         _insert(db, "sessions", row)
         for usage in record.usage if record is not None else []:
@@ -221,7 +225,7 @@ def _message_row(m: Any, extra: dict[str, Any], message_id: int, session_id: str
         "observed": extra.get("observed", 0), "active": extra.get("active", 1), "compacted": extra.get("compacted", 0),
     }
     row.update((k, v) for k, v in extra.items()
-               if k not in ("id", "timestamp", "content_null", "tool_calls_text", "observed", "active", "compacted"))
+               if k not in ("timestamp", "content_null", "tool_calls_text", "observed", "active", "compacted"))
     return row
 
 

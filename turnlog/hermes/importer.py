@@ -69,8 +69,14 @@ class _Plan:
 
 
 class HermesImporter:
-    def __init__(self, ctx: CommandContext) -> None:
+    """`known()` names the sessions already in the log (session id -> why it was created), read
+    from the sessions projection: a hint that spares a read per session. The log stays the
+    judge: a session created meanwhile makes the batch's save conflict, and the batch is then
+    decided again session by session from the log."""
+
+    def __init__(self, ctx: CommandContext, known: Callable[[], dict[str, str]] = dict) -> None:
         self.ctx = ctx
+        self.known = known
 
     def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
             progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES) -> ImportReport:
@@ -85,6 +91,7 @@ class HermesImporter:
                               key_options={**home.options, "whatsapp_aliases": str(home.lid_dir or "") or None})
         report.skipped.extend(home.skipped)
         rows = {row["id"]: row for row in home.sessions}
+        known = self.known()
         report.sessions_found = len(rows)
         plan = self._plan_routes(home, rows, report)
         assert home._db is not None
@@ -98,11 +105,11 @@ class HermesImporter:
             batch.append((rows[session_id], messages))
             size += len(messages) + 1
             if size >= batch_messages:
-                done += self._commit(batch, home, plan, report, dry_run)
+                done += self._commit(batch, home, plan, report, dry_run, known)
                 batch, size = [], 0
                 if progress is not None:
                     progress(done, report.messages_found)
-        done += self._commit(batch, home, plan, report, dry_run)
+        done += self._commit(batch, home, plan, report, dry_run, known)
         if progress is not None:
             progress(done, report.messages_found)
         if not dry_run:
@@ -185,14 +192,14 @@ class HermesImporter:
     # -- writing ----------------------------------------------------------------------------
 
     def _commit(self, batch: list[tuple[dict[str, Any], list[dict[str, Any]]]], home: HermesHome, plan: _Plan,
-                report: ImportReport, dry_run: bool) -> int:
+                report: ImportReport, dry_run: bool, known: dict[str, str]) -> int:
         if not batch:
             return 0
         for attempt in range(3):
             trial = ImportReport(home=report.home, dry_run=dry_run)
             items: list[Any] = []
             for row, messages in batch:
-                items += self._session_items(row, messages, home, plan, trial)
+                items += self._session_items(row, messages, home, plan, trial, known if attempt == 0 else None)
             try:
                 if items and not dry_run:
                     self.ctx.save(*items)
@@ -210,11 +217,18 @@ class HermesImporter:
         return sum(len(m) for _, m in batch)
 
     def _session_items(self, row: dict[str, Any], messages: list[dict[str, Any]], home: HermesHome, plan: _Plan,
-                       report: ImportReport) -> list[Any]:
+                       report: ImportReport, known: dict[str, str] | None) -> list[Any]:
         ctx = self.ctx
         session_id = row["id"]
-        if ctx.session(session_id, fresh=False) is not None:
-            if next(iter(ctx.app.events.get(hermes_record_id(session_id), limit=1)), None) is not None:
+        if known is not None:
+            created_reason = known.get(session_id)
+        elif ctx.session(session_id) is not None:
+            created_reason = "imported" if next(iter(ctx.app.events.get(hermes_record_id(session_id), limit=1)),
+                                                None) is not None else "native"
+        else:
+            created_reason = None
+        if created_reason is not None:
+            if created_reason in (IMPORT_REASON, "imported"):
                 report.sessions_already_imported += 1
             else:
                 report.skipped.append({"what": f"session {session_id}", "reason": "this id is already a session of"
@@ -249,7 +263,7 @@ class HermesImporter:
                 items.append(route)
         items.append(HermesSessionImported(
             originator_id=hermes_record_id(session_id), originator_version=1, timestamp=now, session_id=session_id,
-            home=str(home.path), row=row, usage=home.usage.get(session_id, []), messages=extras,
+            home=str(home.path), row=row, usage=home.usage.get(session_id, []), **extras,
             routing_entry=entry, actor=IMPORT_ACTOR, cause=cause))
         report.sessions_imported += 1
         report.messages_imported += len(appended)
@@ -257,34 +271,41 @@ class HermesImporter:
 
     @staticmethod
     def _messages(session_id: str, messages: list[dict[str, Any]], now: Any, cause: str,
-                  report: ImportReport) -> tuple[list[MessageAppended], list[dict[str, Any]]]:
+                  report: ImportReport) -> tuple[list[MessageAppended], dict[str, Any]]:
         appended: list[MessageAppended] = []
-        extras: list[dict[str, Any]] = []
+        ids: list[int] = []
+        times: list[float] = []
+        fields: dict[str, dict[str, Any]] = {}
         stream = transcript_id(session_id)
         for m in messages:
             if m["role"] not in ROLES:
                 report.skipped.append({"what": f"message {m['id']} of session {session_id}",
                                        "reason": f"unknown role {m['role']!r}"})
                 continue
-            extra: dict[str, Any] = {"id": m["id"], "timestamp": m["timestamp"]}
+            seq = len(appended) + 1
+            extra: dict[str, Any] = {}
             content = m["content"]
             if content is None:
                 extra["content_null"] = True
             tool_calls = _tool_calls(m.get("tool_calls"), extra)
             for name, default in MESSAGE_DEFAULTS.items():
-                if m.get(name) is not None and m[name] != default:
-                    extra[name] = m[name]
+                value = m.get(name)
+                if value is not None and value != default:
+                    extra[name] = value
             for name in MESSAGE_EXTRAS:
                 if m.get(name) is not None:
                     extra[name] = m[name]
+            if extra:
+                fields[str(seq)] = extra
+            ids.append(m["id"])
+            times.append(m["timestamp"])
             appended.append(MessageAppended(
-                originator_id=stream, originator_version=len(appended) + 1, timestamp=now, session_id=session_id,
+                originator_id=stream, originator_version=seq, timestamp=now, session_id=session_id,
                 role=m["role"], content=content or "", tool_calls=tool_calls, tool_call_id=m.get("tool_call_id"),
                 name=m.get("tool_name"), token_count=m.get("token_count"), finish_reason=m.get("finish_reason"),
                 platform_message_id=m.get("platform_message_id"), epoch=0, turn_id=f"hermes:{m['id']}",
                 actor=IMPORT_ACTOR, cause=cause))
-            extras.append(extra)
-        return appended, extras
+        return appended, {"message_ids": ids, "message_times": times, "message_fields": fields}
 
     @staticmethod
     def _flags(session: Session, row: dict[str, Any], entry: dict[str, Any] | None, restarts: int,
