@@ -54,21 +54,23 @@ class HermesHome:
     skipped: list[dict[str, str]] = field(default_factory=list)
     _db: sqlite3.Connection | None = None
 
-    def messages(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-        """(session_id, rows in id order) for every session with rows, one session at a time."""
+    def messages(self) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+        """(session_id, rows in id order) for every session with rows, one session at a time.
+
+        Rows are tuples in MESSAGE_COLUMNS order (a column the home lacks reads as its default):
+        at 100k rows, tuples instead of dicts are a measurable part of an import's time."""
         assert self._db is not None
         present = _columns(self._db, "messages")
-        cols = [c for c in MESSAGE_COLUMNS if c in present]
-        cursor = self._db.execute(f"SELECT {', '.join(cols)} FROM messages ORDER BY session_id, id")
+        select = ", ".join(c if c in present else _default_sql(c) for c in MESSAGE_COLUMNS)
+        cursor = self._db.execute(f"SELECT {select} FROM messages ORDER BY session_id, id")
         current: str | None = None
-        batch: list[dict[str, Any]] = []
+        batch: list[tuple[Any, ...]] = []
         while chunk := cursor.fetchmany(5000):
-            for values in chunk:
-                row = dict(zip(cols, values))
-                if row["session_id"] != current:
+            for row in chunk:
+                if row[1] != current:
                     if batch:
                         yield current, batch  # type: ignore[misc]
-                    current, batch = row["session_id"], []
+                    current, batch = row[1], []
                 batch.append(row)
         if batch:
             yield current, batch  # type: ignore[misc]
@@ -105,7 +107,8 @@ def read_home(hermes_home: str | Path, profile: str | None = None) -> HermesHome
     if "schema_version" in tables:
         row = db.execute("SELECT version FROM schema_version").fetchone()
         version = row[0] if row else None
-    sessions = [{**SESSION_DEFAULTS, **{k: v for k, v in r.items() if v is not None}}
+    # Only what differs from Hermes' defaults: a missing column reads as its default again.
+    sessions = [{k: v for k, v in r.items() if v is not None and SESSION_DEFAULTS.get(k) != v}
                 for r in _rows(db, "SELECT * FROM sessions ORDER BY started_at, id")]
     usage: dict[str, list[dict[str, Any]]] = {}
     if "session_model_usage" in tables:
@@ -128,6 +131,11 @@ def _rows(db: sqlite3.Connection, sql: str) -> list[dict[str, Any]]:
     cursor = db.execute(sql)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, values)) for values in cursor.fetchall()]
+
+
+def _default_sql(column: str) -> str:
+    default = MESSAGE_DEFAULTS.get(column)
+    return f"{'NULL' if default is None else default} AS {column}"
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:

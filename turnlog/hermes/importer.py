@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from eventsourcing.persistence import IntegrityError
 
@@ -26,10 +26,12 @@ from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..domain.transcript import ROLES, MessageAppended, transcript_id
-from .formats import MESSAGE_DEFAULTS, MESSAGE_EXTRAS, HermesHome, read_home
+from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, read_home
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
 BATCH_MESSAGES = 4000  # messages per transaction: big enough to be fast, small enough to resume
+# The message columns after platform_message_id: flags with a default, and fields turnlog has no place for.
+FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[MESSAGE_COLUMNS.index("platform_message_id") + 1:]
 UNSAFE_ID_PARTS = ("..", "/", "\\")
 Progress = Callable[[int, int], None]
 
@@ -99,7 +101,7 @@ class HermesImporter:
         report.ledger_rows = len(home.ledger)
         report.restart_counts = len(home.restart_counts)
         done = 0
-        batch: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        batch: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
         size = 0
         for session_id, messages in self._sessions_with_messages(home, rows, report):
             batch.append((rows[session_id], messages))
@@ -118,7 +120,8 @@ class HermesImporter:
 
     # -- what to import ---------------------------------------------------------------------
 
-    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport):
+    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]],
+                                report: ImportReport) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
         """(session_id, its message rows) for every session row, in session id order."""
         pending = sorted(rows)
         index = 0
@@ -191,7 +194,7 @@ class HermesImporter:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _commit(self, batch: list[tuple[dict[str, Any], list[dict[str, Any]]]], home: HermesHome, plan: _Plan,
+    def _commit(self, batch: list[tuple[dict[str, Any], list[tuple[Any, ...]]]], home: HermesHome, plan: _Plan,
                 report: ImportReport, dry_run: bool, known: dict[str, str]) -> int:
         if not batch:
             return 0
@@ -216,7 +219,7 @@ class HermesImporter:
         report.routes_rekeyed.extend(trial.routes_rekeyed)
         return sum(len(m) for _, m in batch)
 
-    def _session_items(self, row: dict[str, Any], messages: list[dict[str, Any]], home: HermesHome, plan: _Plan,
+    def _session_items(self, row: dict[str, Any], messages: list[tuple[Any, ...]], home: HermesHome, plan: _Plan,
                        report: ImportReport, known: dict[str, str] | None) -> list[Any]:
         ctx = self.ctx
         session_id = row["id"]
@@ -270,40 +273,36 @@ class HermesImporter:
         return items
 
     @staticmethod
-    def _messages(session_id: str, messages: list[dict[str, Any]], now: Any, cause: str,
+    def _messages(session_id: str, messages: list[tuple[Any, ...]], now: Any, cause: str,
                   report: ImportReport) -> tuple[list[MessageAppended], dict[str, Any]]:
         appended: list[MessageAppended] = []
         ids: list[int] = []
         times: list[float] = []
         fields: dict[str, dict[str, Any]] = {}
         stream = transcript_id(session_id)
-        for m in messages:
-            if m["role"] not in ROLES:
-                report.skipped.append({"what": f"message {m['id']} of session {session_id}",
-                                       "reason": f"unknown role {m['role']!r}"})
+        for (message_id, _, role, content, tool_call_id, raw_calls, tool_name, timestamp, token_count,
+             finish_reason, platform_message_id, *rest) in messages:
+            if role not in ROLES:
+                report.skipped.append({"what": f"message {message_id} of session {session_id}",
+                                       "reason": f"unknown role {role!r}"})
                 continue
             seq = len(appended) + 1
             extra: dict[str, Any] = {}
-            content = m["content"]
             if content is None:
                 extra["content_null"] = True
-            tool_calls = _tool_calls(m.get("tool_calls"), extra)
-            for name, default in MESSAGE_DEFAULTS.items():
-                value = m.get(name)
-                if value is not None and value != default:
+            tool_calls = None if raw_calls is None else _tool_calls(raw_calls, extra)
+            for name, value in zip(FLAG_AND_EXTRA_COLUMNS, rest):
+                if value is not None and value != MESSAGE_DEFAULTS.get(name):
                     extra[name] = value
-            for name in MESSAGE_EXTRAS:
-                if m.get(name) is not None:
-                    extra[name] = m[name]
             if extra:
                 fields[str(seq)] = extra
-            ids.append(m["id"])
-            times.append(m["timestamp"])
+            ids.append(message_id)
+            times.append(timestamp)
             appended.append(MessageAppended(
                 originator_id=stream, originator_version=seq, timestamp=now, session_id=session_id,
-                role=m["role"], content=content or "", tool_calls=tool_calls, tool_call_id=m.get("tool_call_id"),
-                name=m.get("tool_name"), token_count=m.get("token_count"), finish_reason=m.get("finish_reason"),
-                platform_message_id=m.get("platform_message_id"), epoch=0, turn_id=f"hermes:{m['id']}",
+                role=role, content=content or "", tool_calls=tool_calls, tool_call_id=tool_call_id,
+                name=tool_name, token_count=token_count, finish_reason=finish_reason,
+                platform_message_id=platform_message_id, epoch=0, turn_id=f"hermes:{message_id}",
                 actor=IMPORT_ACTOR, cause=cause))
         return appended, {"message_ids": ids, "message_times": times, "message_fields": fields}
 
