@@ -14,7 +14,6 @@ import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_
 from ..domain.keys import legacy_slack_key
 from ..domain.source import SessionSource
 from ..errors import InvalidRequest
+from ..export import _epoch
 from .formats import LID_DIRS
 from .schema import SCHEMA_SQL, SCHEMA_VERSION
 
@@ -56,9 +56,9 @@ def export_home(t: "Turnlog", out_home: str) -> ExportReport:
     if home.exists() and not home.is_dir():
         raise InvalidRequest(f"{home}: not a directory")
     report = ExportReport(home=str(home.resolve()))
-    records = _records(t)
-    homes = _home_records(t)
     sessions = t.sessions()
+    records = _records(t, sessions)
+    homes = _home_records(t)
     routing = _routing(t, records, report)
     (home / "sessions").mkdir(parents=True, exist_ok=True)
     scope = str((home / "sessions").resolve())
@@ -72,7 +72,7 @@ def export_home(t: "Turnlog", out_home: str) -> ExportReport:
             db.execute("BEGIN")
             db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             _write_sessions(t, db, sessions, records, report)
-            now = datetime.now().timestamp()
+            now = t.clock.now().timestamp()
             for key, entry in routing.items():
                 db.execute("INSERT INTO gateway_routing (scope, session_key, entry_json, updated_at) VALUES (?,?,?,?)",
                            (scope, key, json.dumps(entry), now))
@@ -94,12 +94,11 @@ def export_home(t: "Turnlog", out_home: str) -> ExportReport:
     return report
 
 
-def _records(t: "Turnlog") -> dict[str, HermesSessionImported]:
-    rows = t._query("SELECT session_id FROM sessions")
+def _records(t: "Turnlog", sessions: list[dict[str, Any]]) -> dict[str, HermesSessionImported]:
     found: dict[str, HermesSessionImported] = {}
-    for r in rows:
-        for event in t.app.events.get(hermes_record_id(r["session_id"]), limit=1):
-            found[r["session_id"]] = event
+    for s in sessions:
+        for event in t.app.events.get(hermes_record_id(s["session_id"]), limit=1):
+            found[s["session_id"]] = event
     return found
 
 
@@ -263,5 +262,3 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _epoch(iso: str | None) -> float | None:
-    return None if iso is None else datetime.fromisoformat(iso).timestamp()

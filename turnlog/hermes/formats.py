@@ -177,30 +177,27 @@ def _routing(db: sqlite3.Connection, tables: set[str], home: Path,
     return entries, scopes
 
 
-def _restart_counts(home: Path, skipped: list[dict[str, str]]) -> dict[str, int]:
-    path = home / ".restart_failure_counts"
+def _json_object(home: Path, name: str, skipped: list[dict[str, str]]) -> dict[str, Any]:
+    """A home file holding one JSON object; {} when absent, and named in `skipped` when unreadable."""
+    path = home / name
     if not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        skipped.append({"what": ".restart_failure_counts", "reason": f"unreadable ({e})"})
+        skipped.append({"what": name, "reason": f"unreadable ({e})"})
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, int) and v > 0} if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) else {}
+
+
+def _restart_counts(home: Path, skipped: list[dict[str, str]]) -> dict[str, int]:
+    data = _json_object(home, ".restart_failure_counts", skipped)
+    return {k: v for k, v in data.items() if isinstance(v, int) and v > 0}
 
 
 def _reset_settings(home: Path, skipped: list[dict[str, str]]) -> dict[str, Any]:
     """Per-platform / per-chat-type reset policies live only in the legacy gateway.json."""
-    path = home / "gateway.json"
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        skipped.append({"what": "gateway.json", "reason": f"unreadable ({e})"})
-        return {}
-    if not isinstance(data, dict):
-        return {}
+    data = _json_object(home, "gateway.json", skipped)
     return {k: data[k] for k in ("session_reset", "reset_by_platform", "reset_by_type") if k in data}
 
 
