@@ -310,3 +310,51 @@ def test_bad_homes_fail_with_one_line(tmp_path, args: list[str], code: int, mess
     result = CliRunner().invoke(main, ["--db", str(tmp_path / "t.db"), "import-hermes", *argv])
     assert result.exit_code == code
     assert message in result.output and "Traceback" not in result.output
+
+
+def test_an_older_home_without_newer_columns_imports_with_their_defaults(tmp_path) -> None:
+    home = copy_home(tmp_path / "home")
+    db = sqlite3.connect(home / "state.db")
+    with db:
+        db.execute("DROP INDEX IF EXISTS idx_messages_session_active")
+        db.execute("DROP INDEX IF EXISTS idx_messages_active_null")
+        db.execute("DROP INDEX IF EXISTS idx_messages_platform_msg_id")
+        for column in ("active", "compacted", "observed", "api_content", "reasoning_details", "platform_message_id"):
+            db.execute(f"ALTER TABLE messages DROP COLUMN {column}")
+        for column in ("archived", "rewind_count", "profile_name"):
+            db.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+    db.close()
+    with open_engine(tmp_path / "t.db") as t:
+        report = t.import_hermes(home)
+        assert (report.sessions_imported, report.skipped) == (14, [])
+        weixin = t.transcript(LABELS["weixin_dm"])
+        assert len(weixin) == 7 and weixin[0]["platform_message_id"] is None
+        t.export_hermes(tmp_path / "out")
+    # without the columns every row reads as active, not compacted
+    assert sqlite3.connect(tmp_path / "out" / "state.db").execute(
+        "SELECT count(*) FROM messages WHERE active = 0 OR compacted = 1").fetchone() == (0,)
+
+
+def test_a_profile_is_imported_from_its_folder(tmp_path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    copy_home(root / "profiles" / "work")
+    runner = CliRunner()
+    result = runner.invoke(main, ["--db", str(tmp_path / "t.db"), "import-hermes", str(root), "--profile", "work",
+                                  "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["sessions_imported"] == 14
+    missing = runner.invoke(main, ["--db", str(tmp_path / "t.db"), "import-hermes", str(root), "--profile", "nope"])
+    assert missing.exit_code == 2 and "not a directory" in missing.output
+
+
+def test_an_entry_of_an_uninstalled_plugin_platform_is_skipped_with_its_reason(tmp_path) -> None:
+    home = copy_home(tmp_path / "home")
+    _edit_routing(home, "agent:main:weixin:dm:o9cq807dznGkJ6X0aKz1bQ@im.wechat",
+                  lambda e: e["origin"].update(platform="mastodon"))
+    with open_engine(tmp_path / "t.db") as t:
+        report = t.import_hermes(home)
+        assert report.sessions_imported == 14 and report.routes_imported == 9
+        [skip] = report.skipped
+        assert skip["what"] == "routing key agent:main:weixin:dm:o9cq807dznGkJ6X0aKz1bQ@im.wechat"
+        assert "unknown platform 'mastodon'" in skip["reason"]
