@@ -62,7 +62,8 @@ def imported(tmp_path_factory):
 def test_the_report_counts_everything_and_skips_nothing(imported) -> None:
     _, report = imported
     total = hermes_rows("SELECT count(*) AS n FROM messages")[0]["n"]
-    assert (report.sessions_found, report.sessions_imported, report.messages_imported) == (14, 14, total)
+    assert (report.sessions_found, report.sessions_imported) == (14, 14)
+    assert (report.messages_imported, report.inactive_rows_kept) == (total - 13, 13)  # FIXTURE.md: 13 inactive
     assert report.routes_imported == len(hermes_routing()) == 10
     assert report.skipped == []
     assert (report.suspended, report.resume_pending, report.ledger_rows, report.restart_counts) == (1, 1, 6, 1)
@@ -81,9 +82,10 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
     assert session["session_key"] in (row["session_key"] or "", _scoped(row))
     if row["origin_json"]:
         assert session["origin"] == json.loads(row["origin_json"])
-    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? ORDER BY id", (session_id,))
+    # the live transcript: the active rows, in id order
+    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 ORDER BY id", (session_id,))
     got = t.transcript(session_id)
-    assert len(got) == len(expected) > 0  # inactive rows too: message_count counts only active ones
+    assert len(got) == len(expected) > 0
     for seq, (m, e) in enumerate(zip(got, expected), start=1):
         assert m["seq"] == seq
         assert (m["role"], m["content"]) == (e["role"], e["content"] or "")
@@ -91,7 +93,13 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
         assert (m["tool_call_id"], m["name"], m["finish_reason"]) == (e["tool_call_id"], e["tool_name"],
                                                                       e["finish_reason"])
         assert m["turn_id"] == f"hermes:{e['id']}"
-    assert len(got) == len(expected)
+    # compacted (archived) and /undo-rewound rows: kept whole in the import record, flags and all
+    [record] = [e.data for e in t.history(session_id) if e.event == "HermesSessionImported"]
+    inactive = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=0 ORDER BY id", (session_id,))
+    assert record["inactive_rows"] == [{k: v for k, v in r.items() if v is not None and k != "session_id"}
+                                       for r in inactive]
+    assert record["message_ids"] == [e["id"] for e in expected]
+    assert record["row"]["title"] == row["title"] if row["title"] else "title" not in record["row"]
 
 
 def _scoped(row: dict[str, Any]) -> str:
@@ -180,6 +188,22 @@ def test_a_new_message_from_each_imported_chat_lands_in_the_imported_session(tmp
         wa = t.get_or_create_session(SessionSource(platform="whatsapp", chat_type="dm",
                                                    chat_id="15551234567@s.whatsapp.net"))
         assert wa.session_id == LABELS["whatsapp_dm"]
+
+
+def test_the_agent_sees_only_the_live_rows_of_a_compacted_or_rewound_session(tmp_path) -> None:
+    with open_engine(tmp_path / "t.db") as t:
+        t.import_hermes(HOME)
+        for label, key in (("feishu_group", "agent:main:feishu:group:oc_5f2a9c0e7b1d4a3f8e6c2b1a0d9e8f7a:"
+                                             "on_1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d"),
+                           ("weixin_dm", "agent:main:weixin:dm:o9cq807dznGkJ6X0aKz1bQ@im.wechat")):
+            seen: list[list[str]] = []
+            origin = hermes_routing()[key]["origin"]
+            t.handle_message(SessionSource.from_dict({**origin, "message_id": f"m-{label}"}), "继续",
+                             lambda history, item: seen.append([m.content for m in history]) or "好",
+                             lambda text: None)
+            live = hermes_rows("SELECT content FROM messages WHERE session_id=? AND active=1 ORDER BY id",
+                               (LABELS[label],))
+            assert seen == [[r["content"] or "" for r in live] + ["继续"]]
 
 
 def test_a_turn_continues_an_imported_transcript(tmp_path) -> None:

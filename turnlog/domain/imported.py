@@ -4,7 +4,8 @@ A Hermes session comes in as the events turnlog itself writes (SessionCreated, R
 MessageAppended, ...; actor `import:hermes`, cause `hermes:<home>#<session_id>`), so routing,
 search, history and time travel treat it like any other. What turnlog has no field for — token
 usage and cost, titles, the Hermes row of each message (its id and time, reasoning, active /
-compacted flags) and the routing entry's extras — is kept in one HermesSessionImported event on
+compacted flags), the inactive rows themselves and the routing entry's extras — is kept in one
+HermesSessionImported event on
 the session's own "hermes" stream, so that an export can write the Hermes rows back as they were.
 Version 1 of that stream exists once per session: it is also what makes an import idempotent.
 """
@@ -45,6 +46,10 @@ class HermesSessionImported(DomainEvent):
     message_ids: list[int]
     message_times: list[float]
     message_fields: dict[str, dict[str, Any]]
+    # Rows that are not part of the live transcript (active=0: archived by in-place compaction,
+    # or rewound by /undo): kept here, whole (Hermes column -> value, set ones only), so the
+    # agent never sees them as history and an export writes them back as they were.
+    inactive_rows: list[dict[str, Any]]
     routing_entry: dict[str, Any] | None  # the SessionEntry that routed to this session, if any
     actor: str
     cause: str

@@ -159,7 +159,7 @@ def _hermes_key(key: str, origin: dict[str, Any] | None) -> str:
 
 def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[str, Any]],
                     records: dict[str, HermesSessionImported], report: ExportReport) -> None:
-    taken = {i for r in records.values() for i in r.message_ids}
+    taken = {i for r in records.values() for i in (*r.message_ids, *(row["id"] for row in r.inactive_rows))}
     next_id = max(taken, default=0) + 1
     used: set[int] = set()
     for s in sessions:
@@ -187,6 +187,13 @@ def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[st
             if seq > len(ids):
                 added_tools += len(m.tool_calls or [])
             _insert(db, "messages", _message_row(m, extra, message_id, session_id))
+            report.messages += 1
+        for inactive in record.inactive_rows if record is not None else []:
+            if inactive["id"] in used:
+                inactive = {**inactive, "id": next_id}
+                next_id += 1
+            used.add(inactive["id"])
+            _insert(db, "messages", {**inactive, "session_id": session_id})
             report.messages += 1
         if record is None:
             row["message_count"] = len(messages)

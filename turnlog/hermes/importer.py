@@ -32,6 +32,7 @@ IMPORT_REASON = "hermes_import"  # why the session and its route exist in this l
 BATCH_MESSAGES = 4000  # messages per transaction: big enough to be fast, small enough to resume
 # The message columns after platform_message_id: flags with a default, and fields turnlog has no place for.
 FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[MESSAGE_COLUMNS.index("platform_message_id") + 1:]
+ACTIVE = MESSAGE_COLUMNS.index("active")
 UNSAFE_ID_PARTS = ("..", "/", "\\")
 Progress = Callable[[int, int], None]
 
@@ -44,7 +45,8 @@ class ImportReport:
     sessions_imported: int = 0
     sessions_already_imported: int = 0
     messages_found: int = 0
-    messages_imported: int = 0
+    messages_imported: int = 0  # into transcripts
+    inactive_rows_kept: int = 0  # compacted or rewound rows, kept in the import record
     routes_imported: int = 0
     routes_rekeyed: list[dict[str, str]] = field(default_factory=list)  # Slack keys moved to their workspace
     suspended: int = 0
@@ -219,8 +221,8 @@ class HermesImporter:
                 # there first: decide again from the log.
                 if attempt == 2:
                     raise
-        for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "routes_imported",
-                     "suspended", "resume_pending"):
+        for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "inactive_rows_kept",
+                     "routes_imported", "suspended", "resume_pending"):
             setattr(report, name, getattr(report, name) + getattr(trial, name))
         report.skipped.extend(trial.skipped)
         report.routes_rekeyed.extend(trial.routes_rekeyed)
@@ -286,9 +288,15 @@ class HermesImporter:
         ids: list[int] = []
         times: list[float] = []
         fields: dict[str, dict[str, Any]] = {}
+        inactive: list[dict[str, Any]] = []
         stream = transcript_id(session_id)
-        for (message_id, _, role, content, tool_call_id, raw_calls, tool_name, timestamp, token_count,
-             finish_reason, platform_message_id, *rest) in messages:
+        for row in messages:
+            (message_id, _, role, content, tool_call_id, raw_calls, tool_name, timestamp, token_count,
+             finish_reason, platform_message_id, *rest) = row
+            if row[ACTIVE] == 0:  # NULL (an old reconciler's column) counts as active, as in Hermes
+                inactive.append({name: value for name, value in zip(MESSAGE_COLUMNS, row)
+                                 if value is not None and name != "session_id"})
+                continue
             if role not in ROLES:
                 report.skipped.append({"what": f"message {message_id} of session {session_id}",
                                        "reason": f"unknown role {role!r}"})
@@ -311,7 +319,9 @@ class HermesImporter:
                 name=tool_name, token_count=token_count, finish_reason=finish_reason,
                 platform_message_id=platform_message_id, epoch=0, turn_id=f"hermes:{message_id}",
                 actor=IMPORT_ACTOR, cause=cause))
-        return appended, {"message_ids": ids, "message_times": times, "message_fields": fields}
+        report.inactive_rows_kept += len(inactive)
+        return appended, {"message_ids": ids, "message_times": times, "message_fields": fields,
+                          "inactive_rows": inactive}
 
     @staticmethod
     def _flags(session: Session, row: dict[str, Any], entry: dict[str, Any] | None, restarts: int,

@@ -28,8 +28,8 @@ from ..errors import TurnlogError
 from .formats import read_home
 from .importer import HermesImporter, ImportReport, Progress
 
-SUMMED = ("sessions_imported", "sessions_already_imported", "messages_imported", "routes_imported", "suspended",
-          "resume_pending")
+SUMMED = ("sessions_imported", "sessions_already_imported", "messages_imported", "inactive_rows_kept",
+          "routes_imported", "suspended", "resume_pending")
 
 
 def import_in_parallel(location: StoreLocation, importer: HermesImporter, hermes_home: str, *,
