@@ -382,3 +382,31 @@ def test_an_entry_of_an_uninstalled_plugin_platform_is_skipped_with_its_reason(t
         [skip] = report.skipped
         assert skip["what"] == "routing key agent:main:weixin:dm:o9cq807dznGkJ6X0aKz1bQ@im.wechat"
         assert "unknown platform 'mastodon'" in skip["reason"]
+
+
+def test_a_progress_bar_is_drawn_on_a_terminal_only(tmp_path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    def run(db: str, stderr_tty: bool) -> str:
+        master, slave = pty.openpty()
+        proc = subprocess.run([sys.executable, "-m", "turnlog", "--db", db, "import-hermes", str(HOME)],
+                              stdout=subprocess.PIPE, stderr=slave if stderr_tty else subprocess.PIPE, timeout=120)
+        os.close(slave)
+        drawn = b""
+        if stderr_tty:
+            os.set_blocking(master, False)
+            try:
+                while chunk := os.read(master, 65536):
+                    drawn += chunk
+            except (BlockingIOError, OSError):
+                pass
+        else:
+            drawn = proc.stderr
+        os.close(master)
+        assert proc.returncode == 0
+        return drawn.decode(errors="replace")
+    assert "importing messages" in run(str(tmp_path / "a.db"), stderr_tty=True)
+    assert "importing messages" not in run(str(tmp_path / "b.db"), stderr_tty=False)
