@@ -100,6 +100,10 @@ def test_what_happened_after_the_import_is_exported_too(tmp_path) -> None:
         t.handle_message(SessionSource.from_dict({**origin["origin"], "message_id": "m9"}), "再推荐一本",
                          lambda history, item: "《三体》", lambda text: None)
         t.command(SessionSource.from_dict(origin["origin"]), "/new")
+        # a chat that began in turnlog
+        native = SessionSource(platform="irc", chat_type="group", chat_id="#hermes", user_id="alice",
+                               message_id="n1")
+        t.handle_message(native, "hi from irc", lambda history, item: "hello alice", lambda text: None)
         t.export_hermes(tmp_path / "home")
         with engine(tmp_path / "b.db") as again:
             again.import_hermes(tmp_path / "home")
@@ -111,6 +115,11 @@ def test_what_happened_after_the_import_is_exported_too(tmp_path) -> None:
     ended = rows(tmp_path / "home" / "state.db",
                  "SELECT end_reason, message_count FROM sessions WHERE id='20261105_210210_ae4d6fdf'")
     assert ended == [("session_reset", 7)]
+    [(source, key, count)] = rows(tmp_path / "home" / "state.db",
+                                  "SELECT source, session_key, message_count FROM sessions WHERE source = 'irc'")
+    assert (source, key, count) == ("irc", "agent:main:irc:group:#hermes:alice", 2)
+    routing = json.loads((tmp_path / "home" / "sessions" / "sessions.json").read_text())
+    assert routing["agent:main:irc:group:#hermes:alice"]["origin"]["chat_id"] == "#hermes"
 
 
 def test_export_refuses_a_home_that_already_has_a_state_db(exported, tmp_path) -> None:

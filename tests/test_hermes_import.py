@@ -311,6 +311,7 @@ def test_the_report_names_what_was_skipped_and_why(tmp_path) -> None:
     with db:
         db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'narrator', 'x', 1)",
                    (LABELS["tg_dm_2"],))
+        db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES ('ghost', 'user', 'x', 1)")
     db.close()
     _edit_routing(home, "agent:main:telegram:dm:5512345678",
                   lambda e: e.update(session_id=LABELS["tg_dm_1"]))  # an ended session
@@ -320,6 +321,7 @@ def test_the_report_names_what_was_skipped_and_why(tmp_path) -> None:
     assert {"what": "routing key agent:main:telegram:dm:5512345678",
             "reason": f"session {LABELS['tg_dm_1']} already ended (session_reset)"} in skipped
     assert any(s["reason"] == "unknown role 'narrator'" for s in skipped)
+    assert {"what": "1 messages of session ghost", "reason": "no sessions row for them"} in skipped
 
 
 @pytest.mark.parametrize("args, code, message", [
