@@ -7,7 +7,7 @@ copying its session and message rows under new ids (tests/harness/hermes_home.py
 --runs runs (the import only: reading the home and saving the events, in batches, through the
 application's save; the read models catch up later, on the first read).
 
-    python benchmarks/bench_hermes_import.py --messages 100000 --runs 3 --workers 2 --json
+    python benchmarks/bench_hermes_import.py --messages 100000 --runs 3 --json
 
 Not a test: timings depend on the machine and on what else runs on it (the load average is
 printed with the figures).
@@ -39,7 +39,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=1, help="processes sharing each import")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="turnlog-bench-hermes-") as tmp:
@@ -48,18 +47,18 @@ def main() -> None:
         for run in range(args.runs):
             with Turnlog(str(Path(tmp) / f"run{run}.db"), clock=ManualClock()) as t:
                 start, cpu = time.perf_counter(), time.process_time()
-                report = t.import_hermes(home, workers=args.workers)
+                report = t.import_hermes(home)
                 elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
             rows = report.messages_imported + report.inactive_rows_kept  # every message row of the home
             seconds.append(elapsed)
             rates.append(rows / elapsed)
             cpu_rates.append(rows / cpu)
         result = {"messages": rows, "into_transcripts": report.messages_imported,
-                  "sessions": report.sessions_imported, "runs": args.runs, "workers": args.workers,
+                  "sessions": report.sessions_imported, "runs": args.runs,
                   "best_msgs_per_s": round(max(rates)), "median_msgs_per_s": round(statistics.median(rates)),
                   "best_s": round(min(seconds), 2),
-                  # this process's CPU time only: the machine's load does not inflate it (workers=1)
-                  "msgs_per_cpu_s": round(statistics.median(cpu_rates)) if args.workers == 1 else None,
+                  # this process's CPU time only: the machine's load does not inflate it
+                  "msgs_per_cpu_s": round(statistics.median(cpu_rates)),
                   "load_average": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
         print(json.dumps(result))

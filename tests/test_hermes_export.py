@@ -158,18 +158,3 @@ def test_an_import_killed_midway_resumes_without_duplicates(tmp_path) -> None:
             seqs = [m["seq"] for m in t.transcript(s["session_id"])]
             assert seqs == list(range(1, expected.get(s["session_id"], 0) + 1)), s["session_id"]
         assert t.import_hermes(home).nothing_to_do
-
-
-def test_an_import_shared_by_two_processes_imports_each_session_once(tmp_path) -> None:
-    home = grown_home(tmp_path / "home", copies=6)  # 98 sessions
-    with engine(tmp_path / "serial.db") as serial:
-        serial.import_hermes(home, batch_messages=100)
-        expected = comparable(serial)
-    db = str(tmp_path / "shared.db")
-    result = CliRunner().invoke(main, ["--db", db, "import-hermes", str(home), "--workers", "2", "--json"])
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
-    assert (report["sessions_imported"], report["routes_imported"], report["skipped"]) == (98, 10, [])
-    with engine(Path(db)) as shared:
-        assert comparable(shared) == expected
-        assert shared.import_hermes(home, workers=2).nothing_to_do

@@ -28,7 +28,6 @@ from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
 from .hermes.exporter import ExportReport, export_home
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
-from .hermes.parallel import import_in_parallel
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import InvalidRequest, NotFound
@@ -453,21 +452,16 @@ class Turnlog:
 
     def import_hermes(self, hermes_home: str | os.PathLike[str], *, profile: str | None = None,
                       dry_run: bool = False, progress: Callable[[int, int], None] | None = None,
-                      batch_messages: int = BATCH_MESSAGES, workers: int = 1) -> ImportReport:
+                      batch_messages: int = BATCH_MESSAGES) -> ImportReport:
         """Import a Hermes home's sessions, transcripts and routing (idempotent; see turnlog.hermes).
 
         `progress(done, total)` is called after each batch (one transaction of about
-        `batch_messages` messages); `workers` > 1 shares the home between that many processes."""
+        `batch_messages` messages)."""
         def known() -> dict[str, str]:
             return {r["session_id"]: r["created_reason"]
                     for r in self._query("SELECT session_id, created_reason FROM sessions")}
-        importer = HermesImporter(self.ctx, known)
-        if workers > 1:
-            return import_in_parallel(self.location, importer, os.fspath(hermes_home), profile=profile,
-                                      dry_run=dry_run, progress=progress, batch_messages=batch_messages,
-                                      workers=workers)
-        return importer.run(os.fspath(hermes_home), profile=profile, dry_run=dry_run, progress=progress,
-                            batch_messages=batch_messages)
+        return HermesImporter(self.ctx, known).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
+                                            progress=progress, batch_messages=batch_messages)
 
     def export_hermes(self, out_home: str | os.PathLike[str]) -> ExportReport:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home."""

@@ -36,12 +36,9 @@ class _Progress:
 @click.argument("hermes_home", type=click.Path(file_okay=False, path_type=str))
 @click.option("--profile", default=None, help="Import the named profile (HERMES_HOME/profiles/NAME).")
 @click.option("--dry-run", is_flag=True, help="Read the home and report what would be imported; write nothing.")
-@click.option("--workers", type=click.IntRange(1, 32), default=1, show_default=True,
-              help="Processes sharing the import (each takes a range of sessions).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
-def import_hermes(ctx: click.Context, hermes_home: str, profile: str | None, dry_run: bool, workers: int,
-                  as_json: bool) -> None:
+def import_hermes(ctx: click.Context, hermes_home: str, profile: str | None, dry_run: bool, as_json: bool) -> None:
     """Import a Hermes home: its sessions, transcripts, routing keys and flags, as events.
 
     Safe to run again: sessions already in the log are skipped, so a second run imports
@@ -49,8 +46,7 @@ def import_hermes(ctx: click.Context, hermes_home: str, profile: str | None, dry
     """
     progress = _Progress(enabled=not as_json and sys.stderr.isatty())
     try:
-        report = engine(ctx).import_hermes(hermes_home, profile=profile, dry_run=dry_run, progress=progress,
-                                           workers=workers)
+        report = engine(ctx).import_hermes(hermes_home, profile=profile, dry_run=dry_run, progress=progress)
     finally:
         progress.close()
     data = report.to_dict()

@@ -37,21 +37,6 @@ class HermesHomeError(TurnlogError):
 LID_DIRS = ("platforms/whatsapp/session", "whatsapp/session")
 
 
-# A range of session ids [low, high) (None: unbounded), the part of a home one import process takes.
-Share = tuple[str | None, str | None]
-
-
-def in_share(session_id: str, share: Share) -> bool:
-    low, high = share
-    return (low is None or session_id >= low) and (high is None or session_id < high)
-
-
-def share_sql(share: Share) -> tuple[str, tuple[str, ...]]:
-    low, high = share
-    clauses = [c for c, v in (("session_id >= ?", low), ("session_id < ?", high)) if v is not None]
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(v for v in share if v is not None)
-
-
 @dataclass
 class HermesHome:
     path: Path
@@ -69,7 +54,7 @@ class HermesHome:
     skipped: list[dict[str, str]] = field(default_factory=list)
     _db: sqlite3.Connection | None = None
 
-    def messages(self, share: "Share" = (None, None)) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+    def messages(self) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
         """(session_id, rows in id order) for every session with rows, one session at a time.
 
         Rows are tuples in MESSAGE_COLUMNS order (a column the home lacks reads as its default):
@@ -77,8 +62,7 @@ class HermesHome:
         assert self._db is not None
         present = _columns(self._db, "messages")
         select = ", ".join(c if c in present else _default_sql(c) for c in MESSAGE_COLUMNS)
-        where, params = share_sql(share)
-        cursor = self._db.execute(f"SELECT {select} FROM messages {where} ORDER BY session_id, id", params)
+        cursor = self._db.execute(f"SELECT {select} FROM messages ORDER BY session_id, id")
         current: str | None = None
         batch: list[tuple[Any, ...]] = []
         while chunk := cursor.fetchmany(5000):
@@ -90,20 +74,6 @@ class HermesHome:
                 batch.append(row)
         if batch:
             yield current, batch  # type: ignore[misc]
-
-    def shares(self, count: int) -> list[Share]:
-        """`count` ranges of session ids holding about as many message rows each."""
-        assert self._db is not None
-        sizes = self._db.execute("SELECT session_id, count(*) FROM messages GROUP BY session_id").fetchall()
-        total = sum(n for _, n in sizes)
-        bounds: list[str | None] = [None]
-        seen = 0
-        for session_id, n in sizes:
-            if seen >= total * len(bounds) / count and len(bounds) < count:
-                bounds.append(session_id)
-            seen += n
-        bounds.append(None)
-        return list(zip(bounds[:-1], bounds[1:]))
 
     def close(self) -> None:
         if self._db is not None:

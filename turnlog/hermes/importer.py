@@ -26,7 +26,7 @@ from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..domain.transcript import ROLES, MessageAppended, transcript_id
-from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, Share, in_share, read_home
+from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, read_home
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
 BATCH_MESSAGES = 4000  # messages per transaction: big enough to be fast, small enough to resume
@@ -83,25 +83,21 @@ class HermesImporter:
         self.known = known
 
     def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
-            progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES,
-            share: Share = (None, None), record_home: bool = True) -> ImportReport:
-        """Import the home's sessions whose ids are in `share` (all by default); `record_home`
-        False leaves the home-level record to whoever runs the other shares."""
+            progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES) -> ImportReport:
         home = read_home(hermes_home, profile)
         try:
-            return self._run(home, dry_run, progress, batch_messages, share, record_home)
+            return self._run(home, dry_run, progress, batch_messages)
         finally:
             home.close()
 
-    def _run(self, home: HermesHome, dry_run: bool, progress: Progress | None, batch_messages: int,
-             share: Share, record_home: bool) -> ImportReport:
+    def _run(self, home: HermesHome, dry_run: bool, progress: Progress | None, batch_messages: int) -> ImportReport:
         report = ImportReport(home=str(home.path), dry_run=dry_run, reset=home.reset,
                               key_options={**home.options, "whatsapp_aliases": str(home.lid_dir or "") or None})
         report.skipped.extend(home.skipped)
         rows = {row["id"]: row for row in home.sessions}
         known = self.known()
         report.sessions_found = len(rows)
-        plan = self._plan_routes(home, rows, report, share)
+        plan = self._plan_routes(home, rows, report)
         assert home._db is not None
         report.messages_found = home._db.execute("SELECT count(*) FROM messages").fetchone()[0]
         report.ledger_rows = len(home.ledger)
@@ -109,7 +105,7 @@ class HermesImporter:
         done = 0
         batch: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
         size = 0
-        for session_id, messages in self._sessions_with_messages(home, rows, report, share):
+        for session_id, messages in self._sessions_with_messages(home, rows, report):
             batch.append((rows[session_id], messages))
             size += len(messages) + 1
             if size >= batch_messages:
@@ -120,18 +116,18 @@ class HermesImporter:
         done += self._commit(batch, home, plan, report, dry_run, known)
         if progress is not None:
             progress(done, report.messages_found)
-        if record_home and not dry_run:
+        if not dry_run:
             self._record_home(home, report)
         return report
 
     # -- what to import ---------------------------------------------------------------------
 
-    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport,
-                                share: Share) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-        """(session_id, its message rows) for every session row of the share, in session id order."""
-        pending = sorted(i for i in rows if in_share(i, share))
+    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]],
+                                report: ImportReport) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+        """(session_id, its message rows) for every session row, in session id order."""
+        pending = sorted(rows)
         index = 0
-        for session_id, messages in home.messages(share):
+        for session_id, messages in home.messages():
             while index < len(pending) and pending[index] < session_id:
                 yield pending[index], []
                 index += 1
@@ -145,13 +141,10 @@ class HermesImporter:
             yield pending[index], []
             index += 1
 
-    def _plan_routes(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport,
-                     share: Share) -> _Plan:
+    def _plan_routes(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport) -> _Plan:
         plan = _Plan()
         for key, entry in home.routing.items():
             session_id = entry.get("session_id")
-            if not in_share(session_id if isinstance(session_id, str) else "", share):
-                continue
             reason = self._unroutable(key, entry, rows)
             rk = None
             if reason is None:
