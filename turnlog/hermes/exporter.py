@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_record_id
-from ..domain.keys import legacy_slack_key
-from ..domain.source import SessionSource
 from ..errors import InvalidRequest
 from ..export import _epoch
 from .formats import LID_DIRS
@@ -145,15 +143,17 @@ def _routing(t: "Turnlog", records: dict[str, HermesSessionImported], report: Ex
 
 
 def _hermes_key(key: str, origin: dict[str, Any] | None) -> str:
-    """Hermes 0.19.0 keys carry no Slack workspace: the legacy key of a scoped Slack route."""
-    if origin and origin.get("platform") == "slack" and origin.get("scope_id"):
-        try:
-            legacy = legacy_slack_key(SessionSource.from_dict(origin))
-        except (KeyError, TypeError, ValueError):
-            return key
-        if legacy is not None:
-            prefix = key.split(":slack:", 1)[0]
-            return prefix + ":slack:" + legacy.key.split(":slack:", 1)[1]
+    """Hermes 0.19.0 keys carry no Slack workspace: turnlog's puts it right after the chat-type
+    slot (keys.py), so the Hermes key is the same key without that part."""
+    scope = (origin or {}).get("scope_id")
+    head, sep, tail = key.partition(":slack:")
+    if not scope or not sep:
+        return key
+    slot, _, rest = tail.partition(":")
+    if rest == scope:
+        return f"{head}{sep}{slot}"
+    if rest.startswith(f"{scope}:"):
+        return f"{head}{sep}{slot}:{rest[len(scope) + 1:]}"
     return key
 
 

@@ -75,6 +75,10 @@ class HermesHome:
         if batch:
             yield current, batch  # type: ignore[misc]
 
+    def message_count(self) -> int:
+        assert self._db is not None
+        return self._db.execute("SELECT count(*) FROM messages").fetchone()[0]
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()

@@ -98,8 +98,7 @@ class HermesImporter:
         known = self.known()
         report.sessions_found = len(rows)
         plan = self._plan_routes(home, rows, report)
-        assert home._db is not None
-        report.messages_found = home._db.execute("SELECT count(*) FROM messages").fetchone()[0]
+        report.messages_found = home.message_count()
         report.ledger_rows = len(home.ledger)
         report.restart_counts = len(home.restart_counts)
         done = 0
