@@ -412,3 +412,21 @@ def test_a_progress_bar_is_drawn_on_a_terminal_only(tmp_path) -> None:
         return drawn.decode(errors="replace")
     assert "importing messages" in run(str(tmp_path / "a.db"), stderr_tty=True)
     assert "importing messages" not in run(str(tmp_path / "b.db"), stderr_tty=False)
+
+
+def test_structured_content_is_kept_byte_for_byte(tmp_path) -> None:
+    home = copy_home(tmp_path / "home")
+    parts = [{"type": "text", "text": "这张图里是什么？📷"}, {"type": "image_url", "image_url": {"url": "data:,x"}}]
+    structured = "\x00json:" + json.dumps(parts)
+    db = sqlite3.connect(home / "state.db")
+    with db:
+        db.execute("UPDATE messages SET content=? WHERE id=(SELECT min(id) FROM messages WHERE session_id=?)",
+                   (structured, LABELS["tg_dm_2"]))
+    db.close()
+    with open_engine(tmp_path / "t.db") as t:
+        t.import_hermes(home)
+        assert t.transcript(LABELS["tg_dm_2"])[0]["content"] == structured
+        t.export_hermes(tmp_path / "out")
+    exported = sqlite3.connect(tmp_path / "out" / "state.db").execute(
+        "SELECT content FROM messages WHERE session_id=? ORDER BY id LIMIT 1", (LABELS["tg_dm_2"],)).fetchone()
+    assert exported == (structured,)
