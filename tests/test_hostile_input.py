@@ -18,7 +18,9 @@ from eventsourcing.domain import Aggregate, event
 
 from turnlog import SessionSource, StoreError, Turnlog
 from turnlog.cli import main
+from turnlog.cli_open import EMPTY_WHEN_MISSING
 from turnlog.commands import dbfile
+from harness.hermes_home import fixture_home
 
 KEY = "agent:main:telegram:dm:42"
 ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
@@ -55,6 +57,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (WRITES, ["doctor"]),
     (READS, ["doctor", "--dry-run"]),
     (READS, ["search", "hello"]),
+    (WRITES, ["import-hermes", "{hermes}"]),
+    (READS, ["import-hermes", "{hermes}", "--dry-run"]),
+    (READS, ["export-hermes", "{out}"]),
 ]
 
 
@@ -78,6 +83,8 @@ def sha(path: Path) -> str:
 
 
 def run(db: Path, args: list[str], **fill: str) -> Result:
+    # {out}: a Hermes home to write, beside (never inside) the database's folder.
+    fill = {"hermes": str(fixture_home()), "out": str(db.parent.parent / "hermes-out"), **fill}
     argv = ["--db", str(db), *(a.format(**fill) for a in args)]
     return CliRunner().invoke(main, argv, env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
 
@@ -247,7 +254,10 @@ def test_stale_read_models_of_a_read_only_database_are_read_with_a_note(tmp_path
 def test_a_read_command_on_a_missing_database_names_it_and_creates_nothing(tmp_path, what, args):
     db = tmp_path / "typo.db"
     result = run(db, args, sid="x", jsonl="x")
-    assert_one_line_failure(result, 1, str(db), "no turnlog database")
+    if args[0] in EMPTY_WHEN_MISSING:  # a dry run compares with the empty log a new database would be
+        assert result.exit_code == 0 and "would import" in result.stdout, result.output
+    else:
+        assert_one_line_failure(result, 1, str(db), "no turnlog database")
     assert list(tmp_path.iterdir()) == []
 
 

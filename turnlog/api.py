@@ -28,6 +28,8 @@ from .config import EngineConfig
 from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
 from .export import export_lineage, export_session
+from .hermes.exporter import ExportReport, export_home
+from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, NotFound
@@ -440,6 +442,24 @@ class Turnlog:
         upto = moment.version(str(transcript_id(session_id))) or 0
         route_id = self._route_id(to_key) if to_key is not None else None
         return self.forks.fork(session_id, upto, at_position=position, route_id=route_id, actor=actor)
+
+    def import_hermes(self, hermes_home: str | os.PathLike[str], *, profile: str | None = None,
+                      dry_run: bool = False, progress: Callable[[int, int], None] | None = None,
+                      batch_messages: int = BATCH_MESSAGES) -> ImportReport:
+        """Import a Hermes home's sessions, transcripts and routing (idempotent; see turnlog.hermes).
+
+        `progress(done, total)` is called after each batch (one transaction of about
+        `batch_messages` messages)."""
+        def known() -> dict[str, str]:
+            self.catch_up()  # a killed earlier run's sessions count as imported
+            return {r.session_id: r.created_reason for r in self.views.sessions()}
+        return HermesImporter(self.ctx, known).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
+                                            progress=progress, batch_messages=batch_messages)
+
+    def export_hermes(self, out_home: str | os.PathLike[str]) -> ExportReport:
+        """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home."""
+        self.catch_up()
+        return export_home(self, os.fspath(out_home))
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""

@@ -67,6 +67,7 @@ class TurnlogGroup(click.Group):
     command_class = TurnlogCommand
     command_modules = ("turnlog.cli_audit",  # history, at, diff, export, fork
                        "turnlog.cli_projections",  # search, rebuild, verify, doctor
+                       "turnlog.cli_hermes",  # import-hermes, export-hermes
                        "turnlog.web.cli")  # web
 
     def _load_command_modules(self) -> None:

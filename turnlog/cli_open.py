@@ -10,6 +10,7 @@ positions, with a one-line note on stderr when they are behind the log.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 import click
@@ -18,10 +19,12 @@ from .api import Turnlog
 from .commands import dbfile
 from .commands.store import parse_location
 
-# Commands that write to the database; `recover` and `doctor` only read with --dry-run.
+# Commands that write to the database; those in DRY_RUN_READS only read with --dry-run.
 WRITING_COMMANDS = frozenset({"route", "suspend", "resume-pending", "switch", "ingest", "recover", "rebuild",
-                              "doctor", "fork"})
-DRY_RUN_READS = frozenset({"recover", "doctor"})
+                              "doctor", "fork", "import-hermes"})
+DRY_RUN_READS = frozenset({"recover", "doctor", "import-hermes"})
+# Dry runs that compare with the log: against a database not made yet, that is an empty log.
+EMPTY_WHEN_MISSING = frozenset({"import-hermes"})
 
 
 def writes(ctx: click.Context) -> bool:
@@ -36,6 +39,10 @@ def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) 
         return Turnlog(db, views=views, **options)
     location = parse_location(db, views)
     path = location.env["SQLITE_DBNAME"] if location.kind == "sqlite" else location.views_path
+    if location.kind == "sqlite" and ctx.info_name in EMPTY_WHEN_MISSING and not os.path.lexists(path):
+        scratch = tempfile.TemporaryDirectory(prefix="turnlog-dry-run-")
+        ctx.call_on_close(scratch.cleanup)
+        return Turnlog(os.path.join(scratch.name, "empty.db"), **options)
     read_only = os.path.exists(path) and not dbfile.writable(path)
     t = Turnlog(db, views=views, read_only=read_only, create=False, **options)
     if read_only:

@@ -131,6 +131,19 @@ class TurnLease(TurnlogAggregate):
         def apply(self, lease: "TurnLease") -> None:
             lease.last_seq = self.last_seq
 
+    class RestartsCarried(TurnlogAggregate.Event):
+        """Unclean restarts another gateway counted for this session (an import), so the stuck-loop
+        guard counts on from there."""
+
+        TOPIC = "turnlog:LeaseRestartsCarried"
+        count: int
+
+        def apply(self, lease: "TurnLease") -> None:
+            lease.interrupted_in_a_row = self.count
+
+    def carry_restarts(self, count: int, *, at: datetime, actor: str, cause: str) -> None:
+        self.record(TurnLease.RestartsCarried, at=at, actor=actor, cause=cause, count=count)
+
     def seed(self, last_seq: int, *, at: datetime, actor: str, cause: str) -> None:
         self.record(TurnLease.Seeded, at=at, actor=actor, cause=cause, last_seq=last_seq)
 

@@ -29,6 +29,15 @@ END_REASONS = frozenset(
         "compression",
     }
 )
+# End reasons only other gateways write (Hermes 0.19.0's CLI, TUI, cron, branches, web sockets):
+# imported sessions keep them.
+FOREIGN_END_REASONS = frozenset(
+    {
+        "orphaned_compression", "new_session", "cli_close", "tui_close", "tui_shutdown", "resumed_other",
+        "branched", "cron_complete", "agent_close", "ws_orphan_reap", "ws_disconnect", "idle_timeout",
+        "lru_evict",
+    }
+)
 
 # The subset of END_REASONS that the engine decides on its own while routing.
 AUTO_RESET_REASONS = frozenset({"idle", "daily", "suspended", "resume_pending_expired"})

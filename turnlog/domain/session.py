@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, TYPE_CHECKING
 
 from .base import TurnlogAggregate
-from .policy import END_REASONS
+from .policy import END_REASONS, FOREIGN_END_REASONS
 
 
 class SessionStateError(ValueError):
@@ -176,7 +176,7 @@ class Session(TurnlogAggregate):
         return True
 
     def end(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:
-        if reason not in END_REASONS:
+        if reason not in END_REASONS and reason not in FOREIGN_END_REASONS:
             raise SessionStateError(f"unknown end reason {reason!r}")
         if not self.ended:
             self.record(Session.Ended, at=at, actor=actor, cause=cause, reason=reason)

@@ -45,7 +45,8 @@ class Platform(StrEnum):
 
 
 class ChatType(StrEnum):
-    """The built-in chat types. Any other non-empty string is accepted and kept verbatim."""
+    """The built-in chat types. Any other non-empty string is accepted and kept verbatim
+    (LINE's multi-person chats arrive as "room")."""
 
     DM = "dm"
     GROUP = "group"
@@ -53,7 +54,12 @@ class ChatType(StrEnum):
     THREAD = "thread"
 
 
-_BUILT_IN_PLATFORMS = frozenset(p.value for p in Platform)
+# Hermes 0.19.0's bundled plugin platforms (plugins/platforms/<name>/): created on demand there,
+# known by default here, so a migrated home's sources and keys load without a registration step.
+BUNDLED_PLUGIN_PLATFORMS = frozenset(
+    {"google_chat", "irc", "line", "ntfy", "photon", "raft", "simplex", "teams"}
+)
+_BUILT_IN_PLATFORMS = frozenset(p.value for p in Platform) | BUNDLED_PLUGIN_PLATFORMS
 _registered_platforms: set[str] = set()
 # Plugin names end up inside session keys, so they are restricted to a plain identifier shape.
 _PLUGIN_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")

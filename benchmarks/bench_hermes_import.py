@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Import speed of `import-hermes`, in messages per second, on a generated Hermes home.
+
+The home is the real Hermes 0.19.0 fixture (../shared/fixtures/hermes-home-v019) grown by
+copying its session and message rows under new ids (tests/harness/hermes_home.py) to about
+--messages rows; each run imports it into a fresh SQLite store. Prints the best and median of
+--runs runs (the import only: reading the home and saving the events, in batches, through the
+application's save; the read models catch up later, on the first read).
+
+    python benchmarks/bench_hermes_import.py --messages 100000 --runs 3 --json
+
+Not a test: timings depend on the machine and on what else runs on it (the load average is
+printed with the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(ROOT / "tests"))
+
+from harness.hermes_home import grown_home  # noqa: E402
+
+from turnlog import ManualClock, Turnlog  # noqa: E402
+
+FIXTURE_MESSAGES = 123
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="turnlog-bench-hermes-") as tmp:
+        home = grown_home(Path(tmp) / "home", copies=max(0, round(args.messages / FIXTURE_MESSAGES) - 1))
+        rates, seconds, cpu_rates = [], [], []
+        for run in range(args.runs):
+            with Turnlog(str(Path(tmp) / f"run{run}.db"), clock=ManualClock()) as t:
+                start, cpu = time.perf_counter(), time.process_time()
+                report = t.import_hermes(home)
+                elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            rows = report.messages_imported + report.inactive_rows_kept  # every message row of the home
+            seconds.append(elapsed)
+            rates.append(rows / elapsed)
+            cpu_rates.append(rows / cpu)
+        result = {"messages": rows, "into_transcripts": report.messages_imported,
+                  "sessions": report.sessions_imported, "runs": args.runs,
+                  "best_msgs_per_s": round(max(rates)), "median_msgs_per_s": round(statistics.median(rates)),
+                  "best_s": round(min(seconds), 2),
+                  # this process's CPU time only: the machine's load does not inflate it
+                  "msgs_per_cpu_s": round(statistics.median(cpu_rates)),
+                  "load_average": [round(x, 2) for x in os.getloadavg()]}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for name, value in result.items():
+            print(f"{name}: {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,412 @@
+"""Importing a Hermes home: every session, its transcript, its routing key and flags, as events.
+
+What identifies an imported session is its Hermes session id (turnlog keeps it as its own); its
+messages are its transcript in Hermes id order. Each batch of sessions is saved in one
+transaction through the application (never raw SQL into the log), so a killed import leaves
+whole sessions only, and the next run skips the sessions already there: it resumes without
+duplicates, and a run over an imported home imports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from eventsourcing.persistence import IntegrityError
+
+from ..commands.context import CommandContext, session_aggregate_id
+from ..commands.turns import lease_id
+from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
+                               hermes_record_id, import_cause)
+from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
+from ..domain.lease import TurnLease
+from ..domain.policy import END_REASONS, FOREIGN_END_REASONS
+from ..domain.route import Route
+from ..domain.session import Session
+from ..domain.source import SessionSource
+from ..domain.transcript import ROLES, MessageAppended, transcript_id
+from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, read_home
+
+IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
+BATCH_MESSAGES = 4000  # messages per transaction: big enough to be fast, small enough to resume
+# The message columns after platform_message_id: flags with a default, and fields turnlog has no place for.
+FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[MESSAGE_COLUMNS.index("platform_message_id") + 1:]
+ACTIVE = MESSAGE_COLUMNS.index("active")
+UNSAFE_ID_PARTS = ("..", "/", "\\")
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ImportReport:
+    home: str
+    dry_run: bool
+    sessions_found: int = 0
+    sessions_imported: int = 0
+    sessions_already_imported: int = 0
+    messages_found: int = 0
+    messages_imported: int = 0  # into transcripts
+    inactive_rows_kept: int = 0  # compacted or rewound rows, kept in the import record
+    routes_imported: int = 0
+    routes_rekeyed: list[dict[str, str]] = field(default_factory=list)  # Slack keys moved to their workspace
+    suspended: int = 0
+    resume_pending: int = 0
+    ledger_rows: int = 0
+    restart_counts: int = 0
+    reset: dict[str, Any] = field(default_factory=dict)
+    key_options: dict[str, Any] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.sessions_imported == 0 and self.routes_imported == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "nothing_to_do": self.nothing_to_do}
+
+
+@dataclass
+class _Plan:
+    """Routes to create for a session, decided from the whole routing index up front."""
+
+    routes: dict[str, list[tuple[RoutingKey, dict[str, Any]]]] = field(default_factory=dict)
+
+
+class HermesImporter:
+    """`known()` names the sessions already in the log (session id -> why it was created), read
+    from the sessions projection: a hint that spares a read per session. The log stays the
+    judge: a session created meanwhile makes the batch's save conflict, and the batch is then
+    decided again session by session from the log."""
+
+    def __init__(self, ctx: CommandContext, known: Callable[[], dict[str, str]] = dict) -> None:
+        self.ctx = ctx
+        self.known = known
+
+    def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
+            progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES) -> ImportReport:
+        home = read_home(hermes_home, profile)
+        try:
+            return self._run(home, dry_run, progress, batch_messages)
+        finally:
+            home.close()
+
+    def _run(self, home: HermesHome, dry_run: bool, progress: Progress | None, batch_messages: int) -> ImportReport:
+        report = ImportReport(home=str(home.path), dry_run=dry_run, reset=home.reset,
+                              key_options={**home.options, "whatsapp_aliases": str(home.lid_dir or "") or None})
+        report.skipped.extend(home.skipped)
+        rows = {row["id"]: row for row in home.sessions}
+        known = self.known()
+        report.sessions_found = len(rows)
+        plan = self._plan_routes(home, rows, report)
+        report.messages_found = home.message_count()
+        report.ledger_rows = len(home.ledger)
+        report.restart_counts = len(home.restart_counts)
+        done = 0
+        batch: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
+        size = 0
+        for session_id, messages in self._sessions_with_messages(home, rows, report):
+            batch.append((rows[session_id], messages))
+            size += len(messages) + 1
+            if size >= batch_messages:
+                done += self._commit(batch, home, plan, report, dry_run, known)
+                batch, size = [], 0
+                if progress is not None:
+                    progress(done, report.messages_found)
+        done += self._commit(batch, home, plan, report, dry_run, known)
+        if progress is not None:
+            progress(done, report.messages_found)
+        if not dry_run:
+            self._record_home(home, report)
+        return report
+
+    # -- what to import ---------------------------------------------------------------------
+
+    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]],
+                                report: ImportReport) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+        """(session_id, its message rows) for every session row, in session id order."""
+        pending = sorted(rows)
+        index = 0
+        for session_id, messages in home.messages():
+            while index < len(pending) and pending[index] < session_id:
+                yield pending[index], []
+                index += 1
+            if index < len(pending) and pending[index] == session_id:
+                yield session_id, messages
+                index += 1
+            else:
+                report.skipped.append({"what": f"{len(messages)} messages of session {session_id}",
+                                       "reason": "no sessions row for them"})
+        while index < len(pending):
+            yield pending[index], []
+            index += 1
+
+    def _plan_routes(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport) -> _Plan:
+        plan = _Plan()
+        for key, entry in home.routing.items():
+            session_id = entry.get("session_id")
+            reason = self._unroutable(key, entry, rows)
+            rk = None
+            if reason is None:
+                rk, reason = self._routing_key(home, key, entry.get("origin"))
+            if reason is not None or rk is None:
+                report.skipped.append({"what": f"routing key {key}", "reason": reason or "no key"})
+                continue
+            plan.routes.setdefault(session_id, []).append((rk, entry))
+        return plan
+
+    @staticmethod
+    def _unroutable(key: str, entry: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str | None:
+        session_id = entry.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            return "entry has no session_id"
+        if any(part in session_id for part in UNSAFE_ID_PARTS) or (len(session_id) > 1 and session_id[1] == ":"):
+            return f"unsafe session id {session_id!r}"
+        if session_id not in rows:
+            return f"session {session_id} is not in state.db"
+        if rows[session_id].get("end_reason"):
+            return f"session {session_id} already ended ({rows[session_id]['end_reason']})"
+        if not isinstance(entry.get("origin"), dict):
+            return "entry has no origin"
+        return None
+
+    def _routing_key(self, home: HermesHome, key: str, origin: dict[str, Any]) -> tuple[RoutingKey | None, str | None]:
+        """The turnlog key of a Hermes entry, recomputed from its origin by the one key rule.
+
+        Hermes keys have no Slack workspace; turnlog's do (seed 000). An entry whose origin names
+        its workspace moves to the workspace key (§12 rule 1); one without stays on the legacy
+        key, where routing applies rules 2 and 3 when a scoped message arrives.
+        """
+        try:
+            source = SessionSource.from_dict(origin)
+        except (KeyError, TypeError, ValueError) as e:
+            return None, f"origin is not a usable source ({e})"
+        namespace = key.split(":", 2)[1] if key.count(":") >= 2 else "main"
+        options = dict(group_sessions_per_user=home.options["group_sessions_per_user"],
+                       thread_sessions_per_user=home.options["thread_sessions_per_user"],
+                       profile=_profile_of(namespace),
+                       whatsapp_aliases=str(home.lid_dir) if home.lid_dir else None)
+        rk = resolve_routing_key(source, **options)
+        if rk.key == key:
+            return rk, None
+        legacy = legacy_slack_key(source, **options)
+        if legacy is not None and legacy.key == key:
+            return rk, None
+        return None, f"the key does not follow from its origin (recomputed {rk.key})"
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _commit(self, batch: list[tuple[dict[str, Any], list[tuple[Any, ...]]]], home: HermesHome, plan: _Plan,
+                report: ImportReport, dry_run: bool, known: dict[str, str]) -> int:
+        if not batch:
+            return 0
+        for attempt in range(3):
+            trial = ImportReport(home=report.home, dry_run=dry_run)
+            items: list[Any] = []
+            for row, messages in batch:
+                items += self._session_items(row, messages, home, plan, trial, known if attempt == 0 else None)
+            try:
+                if items and not dry_run:
+                    self.ctx.save(*items)
+                break
+            except IntegrityError:
+                # Another writer (a gateway routing a just-imported key, a second importer) got
+                # there first: decide again from the log.
+                if attempt == 2:
+                    raise
+        for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "inactive_rows_kept",
+                     "routes_imported", "suspended", "resume_pending"):
+            setattr(report, name, getattr(report, name) + getattr(trial, name))
+        report.skipped.extend(trial.skipped)
+        report.routes_rekeyed.extend(trial.routes_rekeyed)
+        return sum(len(m) for _, m in batch)
+
+    def _session_items(self, row: dict[str, Any], messages: list[tuple[Any, ...]], home: HermesHome, plan: _Plan,
+                       report: ImportReport, known: dict[str, str] | None) -> list[Any]:
+        ctx = self.ctx
+        session_id = row["id"]
+        if known is not None:
+            created_reason = known.get(session_id)
+        elif ctx.session(session_id) is not None:
+            created_reason = "imported" if next(iter(ctx.app.events.get(hermes_record_id(session_id), limit=1)),
+                                                None) is not None else "native"
+        else:
+            created_reason = None
+        if created_reason is not None:
+            if created_reason in (IMPORT_REASON, "imported"):
+                report.sessions_already_imported += 1
+            else:
+                report.skipped.append({"what": f"session {session_id}", "reason": "this id is already a session of"
+                                       " this log, not an imported one"})
+            return []
+        now = ctx.clock.now()
+        cause = import_cause(str(home.path), session_id)
+        say = dict(at=now, actor=IMPORT_ACTOR, cause=cause)
+        routes = plan.routes.get(session_id, [])
+        entry = routes[0][1] if routes else None
+        origin = _origin(row, entry)
+        session = Session.new(Session.Created, id=session_aggregate_id(session_id), session_id=session_id,
+                              session_key=routes[0][0].key if routes else row.get("session_key") or "",
+                              origin=origin, reason=IMPORT_REASON, previous_session_id=None,
+                              parent_session_id=row.get("parent_session_id"), **say)
+        items: list[Any] = [session]
+        appended, extras = self._messages(session_id, messages, now, cause, report)
+        items += appended
+        restarts = max((home.restart_counts.get(rk.key, 0) or home.restart_counts.get(e.get("session_key", ""), 0)
+                        for rk, e in routes), default=0)
+        if appended or restarts:
+            lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), session_id=session_id, **say)
+            if appended:
+                lease.seed(len(appended), **say)
+            if restarts:
+                lease.carry_restarts(restarts, **say)
+            items.append(lease)
+        self._flags(session, row, entry, restarts, report, say)
+        for rk, route_entry in routes:
+            route = self._route(rk, route_entry, session_id, report, say)
+            if route is not None:
+                items.append(route)
+        items.append(HermesSessionImported(
+            originator_id=hermes_record_id(session_id), originator_version=1, timestamp=now, session_id=session_id,
+            home=str(home.path), row=row, usage=home.usage.get(session_id, []), **extras,
+            routing_entry=entry, actor=IMPORT_ACTOR, cause=cause))
+        report.sessions_imported += 1
+        report.messages_imported += len(appended)
+        return items
+
+    @staticmethod
+    def _messages(session_id: str, messages: list[tuple[Any, ...]], now: Any, cause: str,
+                  report: ImportReport) -> tuple[list[MessageAppended], dict[str, Any]]:
+        appended: list[MessageAppended] = []
+        ids: list[int] = []
+        times: list[float] = []
+        fields: dict[str, dict[str, Any]] = {}
+        inactive: list[dict[str, Any]] = []
+        stream = transcript_id(session_id)
+        for row in messages:
+            (message_id, _, role, content, tool_call_id, raw_calls, tool_name, timestamp, token_count,
+             finish_reason, platform_message_id, *rest) = row
+            if row[ACTIVE] == 0:  # NULL (an old reconciler's column) counts as active, as in Hermes
+                inactive.append({name: value for name, value in zip(MESSAGE_COLUMNS, row)
+                                 if value is not None and name != "session_id"})
+                continue
+            if role not in ROLES:
+                report.skipped.append({"what": f"message {message_id} of session {session_id}",
+                                       "reason": f"unknown role {role!r}"})
+                continue
+            seq = len(appended) + 1
+            extra: dict[str, Any] = {}
+            if content is None:
+                extra["content_null"] = True
+            tool_calls = None if raw_calls is None else _tool_calls(raw_calls, extra)
+            for name, value in zip(FLAG_AND_EXTRA_COLUMNS, rest):
+                if value is not None and value != MESSAGE_DEFAULTS.get(name):
+                    extra[name] = value
+            if extra:
+                fields[str(seq)] = extra
+            ids.append(message_id)
+            times.append(timestamp)
+            appended.append(MessageAppended(
+                originator_id=stream, originator_version=seq, timestamp=now, session_id=session_id,
+                role=role, content=content or "", tool_calls=tool_calls, tool_call_id=tool_call_id,
+                name=tool_name, token_count=token_count, finish_reason=finish_reason,
+                platform_message_id=platform_message_id, epoch=0, turn_id=f"hermes:{message_id}",
+                actor=IMPORT_ACTOR, cause=cause))
+        report.inactive_rows_kept += len(inactive)
+        return appended, {"message_ids": ids, "message_times": times, "message_fields": fields,
+                          "inactive_rows": inactive}
+
+    @staticmethod
+    def _flags(session: Session, row: dict[str, Any], entry: dict[str, Any] | None, restarts: int,
+               report: ImportReport, say: dict[str, Any]) -> None:
+        if entry is not None and entry.get("suspended"):
+            if session.suspend("stuck_loop" if restarts >= 3 else "hermes", **say):
+                report.suspended += 1
+        if entry is not None and entry.get("resume_pending"):
+            if session.mark_resume_pending(entry.get("resume_reason") or "restart_timeout", **say):
+                report.resume_pending += 1
+        reason = row.get("end_reason")
+        if reason:
+            if reason not in END_REASONS and reason not in FOREIGN_END_REASONS:
+                report.skipped.append({"what": f"end reason of session {row['id']}",
+                                       "reason": f"unknown end reason {reason!r}: kept in the import record,"
+                                                 " the session is ended as session_reset"})
+                reason = "session_reset"
+            session.end(reason, **say)
+
+    def _route(self, rk: RoutingKey, entry: dict[str, Any], session_id: str, report: ImportReport,
+               say: dict[str, Any]) -> Route | None:
+        route: Route | None = self.ctx.get(rk.route_id, fresh=False)
+        if route is not None:
+            if route.session_id != session_id:
+                report.skipped.append({"what": f"routing key {rk.key}",
+                                       "reason": f"already routed to {route.session_id} in this log"})
+            return None
+        origin = dict(entry["origin"])
+        origin.pop("message_id", None)
+        route = Route.new(Route.Created, id=rk.route_id, session_key=rk.key, parts=list(rk.parts), origin=origin,
+                          **say)
+        route.bind(session_id, reason=IMPORT_REASON, **say)
+        report.routes_imported += 1
+        if rk.key != entry.get("session_key"):
+            report.routes_rekeyed.append({"hermes_key": entry.get("session_key"), "session_key": rk.key,
+                                          "session_id": session_id, "rule": "Slack workspace in the key (spec §12)"})
+        return route
+
+    def _record_home(self, home: HermesHome, report: ImportReport) -> None:
+        stream = hermes_home_id(str(home.path))
+        if next(iter(self.ctx.app.events.get(stream, limit=1)), None) is not None:
+            return
+        event = HermesHomeImported(
+            originator_id=stream, originator_version=1, timestamp=self.ctx.clock.now(), home=str(home.path),
+            schema_version=home.schema_version, sessions=report.sessions_found, messages=report.messages_found,
+            ledger=home.ledger, restart_counts=home.restart_counts, reset=home.reset,
+            key_options=home.options, lid_mappings=home.lid_mappings, skipped=report.skipped,
+            actor=IMPORT_ACTOR, cause=import_cause(str(home.path)))
+        try:
+            self.ctx.save(event)
+        except IntegrityError:
+            pass  # another importer of the same home recorded it first
+
+
+def _profile_of(namespace: str) -> str | None:
+    """The profile a key namespace was made for (keys._namespace backwards: "main~" is "main")."""
+    if namespace == "main":
+        return None
+    return namespace[:-1] if namespace.startswith("main~") else namespace
+
+
+def _origin(row: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The session's origin: the routing entry's, else origin_json, else its columns (gateway rows)."""
+    origin: Any = entry.get("origin") if entry else None
+    if origin is None and row.get("origin_json"):
+        try:
+            origin = json.loads(row["origin_json"])
+        except ValueError:
+            origin = None
+    if origin is None and row.get("chat_id") is not None:
+        origin = {"platform": row.get("source"), "chat_id": row.get("chat_id"), "chat_type": row.get("chat_type"),
+                  "user_id": row.get("user_id"), "thread_id": row.get("thread_id"),
+                  "chat_name": row.get("display_name")}
+    if not isinstance(origin, dict):
+        return None
+    origin = dict(origin)
+    origin.pop("message_id", None)
+    return origin
+
+
+def _tool_calls(raw: Any, extra: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """tool_calls as a list of objects; the stored text is kept too when re-encoding would differ."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    if isinstance(value, list) and all(isinstance(c, dict) for c in value):
+        if json.dumps(value) != raw:
+            extra["tool_calls_text"] = raw
+        return value
+    extra["tool_calls_text"] = raw
+    return None
+
+
