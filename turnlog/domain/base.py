@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, dataclass_transform
 from uuid import UUID, uuid5
 
-from eventsourcing.domain import Aggregate
+from eventsourcing.domain import Aggregate, DomainEvent
 
 from .keys import TURNLOG_NAMESPACE
 
@@ -52,3 +52,11 @@ class TurnlogAggregate(Aggregate):
 
     def record(self, event_class: type, *, at: datetime, **fields: Any) -> None:
         self.trigger_event(event_class, timestamp=at, **fields)
+
+
+@dataclass_transform(frozen_default=True)
+class StreamEvent(DomainEvent):
+    """An event of a stream that is not an aggregate's (a transcript, an import record).
+
+    eventsourcing makes every event class a frozen dataclass through its metaclass, which type
+    checkers cannot see; this base says so, so that their constructors' fields are checked."""

@@ -15,10 +15,9 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import DomainEvent
 from eventsourcing.utils import register_topic
 
-from .base import stream_id
+from .base import StreamEvent, stream_id
 
 IMPORT_ACTOR = "import:hermes"
 
@@ -35,7 +34,7 @@ def import_cause(home: str, session_id: str | None = None) -> str:
     return f"hermes:{home}#{session_id}" if session_id else f"hermes:{home}"
 
 
-class HermesSessionImported(DomainEvent):
+class HermesSessionImported(StreamEvent):
     TOPIC = "turnlog:HermesSessionImported"
     session_id: str
     home: str
@@ -55,7 +54,7 @@ class HermesSessionImported(DomainEvent):
     cause: str
 
 
-class HermesHomeImported(DomainEvent):
+class HermesHomeImported(StreamEvent):
     """The home-level files: delivery ledger rows, restart counters, reset settings, what was skipped."""
 
     TOPIC = "turnlog:HermesHomeImported"

@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import DomainEvent
 from eventsourcing.utils import register_topic
 
-from .base import stream_id
+from .base import StreamEvent, stream_id
 
 ROLES = frozenset({"user", "assistant", "tool", "system", "session_meta"})
 
@@ -22,7 +21,7 @@ def transcript_id(session_id: str) -> UUID:
     return stream_id("transcript", session_id)
 
 
-class MessageAppended(DomainEvent):
+class MessageAppended(StreamEvent):
     TOPIC = "turnlog:MessageAppended"
     session_id: str
     role: str
