@@ -4,7 +4,7 @@ cause name the origin)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, cast
 
 from ..domain.lease import TurnLease
 from ..domain.route import Route
@@ -38,7 +38,7 @@ class ForkCommands:
                             token_count=m.token_count, finish_reason=m.finish_reason,
                             platform_message_id=m.platform_message_id, epoch=0, turn_id=f"fork:{session_id}",
                             actor=actor, cause=cause)
-            for m in ctx.app.events.get(transcript_id(session_id), lte=upto_seq)
+            for m in cast("Iterable[MessageAppended]", ctx.app.events.get(transcript_id(session_id), lte=upto_seq))
         ]
         lease = TurnLease.new(TurnLease.Created, id=lease_id(fork_id), at=now, actor=actor, cause=cause,
                               session_id=fork_id)

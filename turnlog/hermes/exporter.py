@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_record_id
 from ..errors import InvalidRequest
@@ -96,16 +96,16 @@ def _records(t: "Turnlog", sessions: list[dict[str, Any]]) -> dict[str, HermesSe
     found: dict[str, HermesSessionImported] = {}
     for s in sessions:
         for event in t.app.events.get(hermes_record_id(s["session_id"]), limit=1):
-            found[s["session_id"]] = event
+            found[s["session_id"]] = cast(HermesSessionImported, event)
     return found
 
 
 def _home_records(t: "Turnlog") -> list[HermesHomeImported]:
-    return [t.app.mapper.to_domain_event(n) for n in _notifications(t, HermesHomeImported.TOPIC)]
+    return [cast(HermesHomeImported, t.app.mapper.to_domain_event(n)) for n in _notifications(t, HermesHomeImported.TOPIC)]
 
 
 def _notifications(t: "Turnlog", topic: str) -> list[Any]:
-    found = []
+    found: list[Any] = []
     start = 1
     while True:
         batch = t.app.recorder.select_notifications(start, 1000, topics=[topic])

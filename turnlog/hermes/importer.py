@@ -147,11 +147,11 @@ class HermesImporter:
             reason = self._unroutable(key, entry, rows)
             rk = None
             if reason is None:
-                rk, reason = self._routing_key(home, key, entry.get("origin"))
+                rk, reason = self._routing_key(home, key, entry["origin"])
             if reason is not None or rk is None:
                 report.skipped.append({"what": f"routing key {key}", "reason": reason or "no key"})
                 continue
-            plan.routes.setdefault(session_id, []).append((rk, entry))
+            plan.routes.setdefault(entry["session_id"], []).append((rk, entry))
         return plan
 
     @staticmethod
@@ -181,7 +181,7 @@ class HermesImporter:
         except (KeyError, TypeError, ValueError) as e:
             return None, f"origin is not a usable source ({e})"
         namespace = key.split(":", 2)[1] if key.count(":") >= 2 else "main"
-        options = dict(group_sessions_per_user=home.options["group_sessions_per_user"],
+        options: dict[str, Any] = dict(group_sessions_per_user=home.options["group_sessions_per_user"],
                        thread_sessions_per_user=home.options["thread_sessions_per_user"],
                        profile=_profile_of(namespace),
                        whatsapp_aliases=str(home.lid_dir) if home.lid_dir else None)
@@ -240,7 +240,7 @@ class HermesImporter:
             return []
         now = ctx.clock.now()
         cause = import_cause(str(home.path), session_id)
-        say = dict(at=now, actor=IMPORT_ACTOR, cause=cause)
+        say: dict[str, Any] = dict(at=now, actor=IMPORT_ACTOR, cause=cause)
         routes = plan.routes.get(session_id, [])
         entry = routes[0][1] if routes else None
         origin = _origin(row, entry)
@@ -348,7 +348,7 @@ class HermesImporter:
         route.bind(session_id, reason=IMPORT_REASON, **say)
         report.routes_imported += 1
         if rk.key != entry.get("session_key"):
-            report.routes_rekeyed.append({"hermes_key": entry.get("session_key"), "session_key": rk.key,
+            report.routes_rekeyed.append({"hermes_key": entry.get("session_key") or "", "session_key": rk.key,
                                           "session_id": session_id, "rule": "Slack workspace in the key (spec §12)"})
         return route
 
