@@ -213,9 +213,14 @@ class Turnlog:
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
 
-    def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN) -> Accepted:
-        """Durably accept an inbound message (kind human, queued or wakeup) before processing it."""
-        return self.inbound.accept(source, text, kind=kind)
+    def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN, reply: str | None = None) -> Accepted:
+        """Durably accept an inbound message (kind human, queued or wakeup) before processing it.
+
+        A repeat (its message_id already accepted on this key, or the same text from the same sender
+        within `EngineConfig.dedup_window_s`) is recorded as refused and never run: `duplicate` says why.
+        `reply`: a reply already given to it (replaying traffic): the turn that runs it records that.
+        """
+        return self.inbound.accept(source, text, kind=kind, reply=reply)
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *,
                  timeout: float | None = None) -> TurnOutcome | None:
