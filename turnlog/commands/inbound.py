@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
+from ..clock import lease_time
 from ..domain.dedup import COMMAND, DuplicateInbound
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import TurnLease
@@ -218,7 +219,7 @@ class InboundCommands:
             message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
                                                platform_message_id=item.message_ids[-1])
             lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
-                        cause=cause)
+                        cause=cause, lease_now=lease_time(self.ctx.clock))
             started.update(item=item, seq=seq, inbox=fresh, cause=cause)
             return [fresh, message]
 
@@ -347,7 +348,8 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
         seq = lease.last_seq + 1
         message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
         lease.renew(epoch=token.epoch, ttl_s=inbound.ctx.config.lease_ttl_s, last_seq=seq,
-                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause)
+                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause,
+                    lease_now=lease_time(inbound.ctx.clock))
         started["seq"] = seq
         return [message]
 
