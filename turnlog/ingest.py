@@ -211,13 +211,20 @@ def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport)
     accepted = t.accept(record.source, record.text, reply=record.reply)
     if accepted.duplicate is not None:
         report.duplicates += 1
+        if record.reply is None or not _still_waiting(t, record):
+            return
     elif record.reply is None:
         report.queued += 1
-    if record.reply is None:
         return
-    # Run the key's queue: this message's item, and any a killed run left waiting before it.
+    # Run the key's queue up to this message's item (a killed run may have left it, or others, waiting).
     while t.run_next(record.source, _replayed, _nowhere) is not None:
         report.turns += 1
+
+
+def _still_waiting(t: Turnlog, record: Record) -> bool:
+    """Whether a repeated message's first sighting is still waiting to run (a killed run left it)."""
+    return any(row["state"] == "pending" and record.source.message_id in row["message_ids"]
+               for row in t.queue(record.source))
 
 
 def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str]]:
