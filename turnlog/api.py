@@ -12,6 +12,7 @@ from uuid import UUID
 import orjson
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
+from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
@@ -87,6 +88,7 @@ class Turnlog:
         self.deliveries = DeliveryCommands(self.ctx, self.owner)
         self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
+        self.batches = BatchCommands(self.inbound)
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries,
                                          lambda sql, params: self._query(sql, params))
@@ -230,6 +232,18 @@ class Turnlog:
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
                        timeout: float | None = None) -> list[TurnOutcome]:
         return self.inbound.handle_message(source, text, responder, sender, timeout=timeout)
+
+    def run_due_batches(self, responder: Responder, sender: Sender) -> list[TurnOutcome]:
+        """With text batching on (EngineConfig.text_batching): run every key's burst whose debounce
+        window is over. Call it on a timer; `next_batch_due()` says when the next one is ready."""
+        outcomes = []
+        for source in self.pending_inbound():
+            outcomes += self.batches.run_due(source, responder, sender)
+        return outcomes
+
+    def next_batch_due(self) -> Any:
+        """When the next held-back burst becomes ready to run (None when none waits)."""
+        return self.batches.next_due(self.pending_inbound())
 
     def command(self, source: SessionSource, text: str) -> CommandResult:
         """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""

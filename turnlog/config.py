@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
+from .domain.batching import TextBatching
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
 
@@ -49,6 +50,9 @@ class EngineConfig:
     # Message ids are deduplicated on every platform, always.
     dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
     dedup_text_platforms: frozenset[str] = DEFAULT_DEDUP_TEXT_PLATFORMS
+    # Text batching (domain/batching.py), off unless platforms are named: with it, handle_message only
+    # accepts a text and the gateway runs the merged burst with Turnlog.run_due_batches on a timer.
+    text_batching: TextBatching = field(default_factory=TextBatching)
 
     def key_options(self) -> dict[str, Any]:
         return {
@@ -58,4 +62,4 @@ class EngineConfig:
         }
 
 
-__all__ = ["EngineConfig", "BackgroundGuard", "DEFAULT_FRESHNESS_WINDOW_S"]
+__all__ = ["EngineConfig", "TextBatching", "BackgroundGuard", "DEFAULT_FRESHNESS_WINDOW_S"]

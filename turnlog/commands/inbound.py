@@ -177,6 +177,8 @@ class InboundCommands:
         except DuplicateInbound as duplicate:
             self._refusing(rk, kind, duplicate, actor, cause)
             return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
+        if kind == HUMAN and self.ctx.config.text_batching.applies(source.platform):
+            return []  # it waits for the rest of its burst: run_due_batches runs it (commands/batching.py)
         outcomes = []
         outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
         while outcome is not None:

@@ -44,6 +44,7 @@ class InboxItem:
     source: dict[str, Any] | None  # the latest source: the one a reply goes back to
     # Replies given before (replayed traffic), one per text: whoever runs the item records them.
     replies: tuple[str | None, ...] = ()
+    last_at: datetime | None = None  # when its latest text arrived (text batching waits from then)
 
     @property
     def text(self) -> str:
@@ -60,7 +61,7 @@ class InboxItem:
         replies = raw.get("replies") or {}
         return cls(raw["item_id"], raw["kind"], tuple(raw["texts"]), tuple(raw["message_ids"]), raw["accepted_at"],
                    raw["started"], raw["session_id"], raw["turn_id"], raw["source"],
-                   tuple(replies.get(str(i)) for i in range(len(raw["texts"]))))
+                   tuple(replies.get(str(i)) for i in range(len(raw["texts"]))), raw.get("last_at"))
 
 
 class InboxFull(Exception):
@@ -102,7 +103,7 @@ class Inbox(TurnlogAggregate):
                 item = inbox._raw(self.merged_into)
                 inbox._replace({**item, "texts": [*item["texts"], self.text],
                                 "message_ids": [*item["message_ids"], self.message_id],
-                                "source": self.source or item["source"]})
+                                "source": self.source or item["source"], "last_at": self.timestamp})
                 return
             inbox.items = [*inbox.items, {
                 "item_id": self.item_id, "kind": self.kind, "texts": [self.text], "message_ids": [self.message_id],
