@@ -235,3 +235,11 @@ def test_concurrent_ingests_on_the_same_keys_record_every_reply(tmp_path):
     merged_users = [part for content in contents(db, "user") for part in content.split("\n")]  # bursts merge
     assert sorted(merged_users) == sorted(f"p{r} msg {n}" for r in range(runs) for n in range(per_run))
     assert open_items(db) == []
+
+
+def test_ingest_help_documents_the_jsonl_format():
+    result = CliRunner().invoke(main, ["ingest", "--help"])
+    assert result.exit_code == 0
+    for field in ('{"op": "message", "source": {...}, "text": "hi", "message_id": "m1",', '"reply": "hello!"}',
+                  '{"op": "command"', "message_id  optional", "at        optional", "reply     optional"):
+        assert field in result.output, field
