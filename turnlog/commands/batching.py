@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..domain.batching import TextBatching
-from ..domain.inbox import HUMAN
 from ..domain.source import SessionSource
 from .delivery import Sender
 from .inbound import InboundCommands, Responder, TurnOutcome
@@ -23,10 +22,6 @@ class BatchCommands:
     @property
     def rule(self) -> TextBatching:
         return self.inbound.ctx.config.text_batching
-
-    def holds(self, source: SessionSource, kind: str) -> bool:
-        """Whether a message of this kind from this source waits for its batch instead of running now."""
-        return kind == HUMAN and self.rule.applies(source.platform)
 
     def run_due(self, source: SessionSource, responder: Responder, sender: Sender) -> list[TurnOutcome]:
         outcomes = []

@@ -12,7 +12,7 @@ keeps both of its keys in the log, so a restart or a second process forgets noth
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timedelta
+from datetime import datetime, timezone
 from typing import Any, Mapping
 from uuid import UUID
 
@@ -20,9 +20,12 @@ from .base import TurnlogAggregate, stream_id
 
 DEFAULT_DEDUP_WINDOW_S = 300.0
 DEFAULT_DEDUP_TEXT_PLATFORMS = frozenset({"weixin"})  # where Hermes judges repeated text (its Weixin adapter)
-# Content keys an Inbox remembers (oldest forgotten first): a key's own burst within the window,
-# not a platform's whole traffic as Hermes' 2000-key cache holds, so snapshots stay small.
-CONTENT_SEEN_CAP = 64
+# What an Inbox remembers of the texts it accepted, to keep its state and snapshots small: at most
+# CONTENT_SEEN_CAP sightings (a key's own burst, not a platform's whole traffic as Hermes' 2000-key
+# cache), none older than CONTENT_SEEN_KEEP_S (so a window longer than that is cut to it), each a
+# 16-hex hash and a POSIX time.
+CONTENT_SEEN_CAP = 32
+CONTENT_SEEN_KEEP_S = 3600.0
 BY_MESSAGE_ID = "message_id"
 BY_SAME_TEXT = "same_text"
 
@@ -46,26 +49,32 @@ def sender_of(source: Mapping[str, Any] | None) -> str | None:
 
 
 def content_key(sender: str, text: str) -> str:
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{sender}:{digest}"
+    body = f"{len(sender)}:{sender}:{text}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(body).hexdigest()[:16]
 
 
 def judges_text(platform: str | None, platforms: frozenset[str] | set[str]) -> bool:
     return "*" in platforms or (platform is not None and platform in platforms)
 
 
-def repeats_within(first_seen: datetime | None, now: datetime, window_s: float) -> bool:
+def repeats_within(first_seen: float | None, now: datetime, window_s: float) -> bool:
     """A repeat inside the window is a duplicate; the window runs from the first sighting only."""
-    return first_seen is not None and window_s > 0 and now < first_seen + timedelta(seconds=window_s)
+    window_s = min(window_s, CONTENT_SEEN_KEEP_S)
+    return first_seen is not None and window_s > 0 and now.timestamp() < first_seen + window_s
 
 
-def remember(seen: Mapping[str, datetime], key: str, at: datetime) -> dict[str, datetime]:
-    """`seen` with `key` first sighted at `at`, the oldest entries dropped beyond the cap."""
-    out = {k: v for k, v in seen.items() if k != key}
-    out[key] = at
+def remember(seen: Mapping[str, float], key: str, at: datetime) -> dict[str, float]:
+    """`seen` with `key` first sighted at `at`, without sightings too old or beyond the cap."""
+    now = at.timestamp()
+    out = {k: v for k, v in seen.items() if k != key and v > now - CONTENT_SEEN_KEEP_S}
+    out[key] = now
     while len(out) > CONTENT_SEEN_CAP:
         out.pop(next(iter(out)))
     return out
+
+
+def seen_time(first_seen: float | None) -> datetime | None:
+    return datetime.fromtimestamp(first_seen, timezone.utc) if first_seen is not None else None
 
 
 class DuplicateInbound(Exception):

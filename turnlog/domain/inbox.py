@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
-from .dedup import BY_SAME_TEXT, DuplicateInbound, content_key, remember, repeats_within, sender_of
+from .dedup import BY_SAME_TEXT, DuplicateInbound, content_key, remember, repeats_within, seen_time, sender_of
 
 HUMAN = "human"
 QUEUED = "queued"
@@ -81,7 +81,7 @@ class Inbox(TurnlogAggregate):
             inbox.session_key = self.session_key
             inbox.items = []
             inbox.accepted = 0
-            inbox.seen = {}  # content key -> first sighting (dedup.py)
+            inbox.seen = {}  # content key -> first sighting, POSIX time (dedup.py)
 
     class Accepted(TurnlogAggregate.Event):
         TOPIC = "turnlog:InboundAccepted"
@@ -194,8 +194,8 @@ class Inbox(TurnlogAggregate):
     def depth(self) -> int:
         return len(self.pending())
 
-    def first_seen(self, source: dict[str, Any] | None, text: str) -> datetime | None:
-        """When this sender's same text was first accepted here (None if not remembered)."""
+    def first_seen(self, source: dict[str, Any] | None, text: str) -> float | None:
+        """When (POSIX time) this sender's same text was first accepted here (None if not remembered)."""
         sender = sender_of(source)
         return getattr(self, "seen", {}).get(content_key(sender, text)) if sender is not None else None
 
@@ -206,7 +206,7 @@ class Inbox(TurnlogAggregate):
             return
         first = self.first_seen(source, text)
         if repeats_within(first, at, window_s):
-            raise DuplicateInbound(BY_SAME_TEXT, (source or {}).get("message_id"), None, first)
+            raise DuplicateInbound(BY_SAME_TEXT, (source or {}).get("message_id"), None, seen_time(first))
 
     def refuse_duplicate(self, kind: str, duplicate: DuplicateInbound, *, at: datetime, actor: str,
                          cause: str) -> None:
