@@ -14,7 +14,8 @@ from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTi
 
 __all__ = [
     "DEFAULT_DB", "HistoryEntry", "Turnlog", "Clock", "ManualClock", "SequentialIds", "SystemClock",
-    "RouteResult", "EngineConfig", "TextBatching", "build_session_context", "RoutingKey", "build_session_key", "is_shared_multi_user_session",
+    "RouteResult", "EngineConfig", "TextBatching", "build_session_context", "RoutingKey", "build_session_key",
+    "is_shared_multi_user_session",
     "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
     "ConflictError", "GatewayStillRunning", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError",
     "TurnlogError",

@@ -19,11 +19,16 @@ class InboundDedup:
     def __init__(self, ctx: CommandContext) -> None:
         self.ctx = ctx
 
-    def check(self, rk: RoutingKey, inbox: Inbox | None, kind: str, text: str, source: dict[str, Any]) -> None:
+    def check(self, rk: RoutingKey, inbox: Inbox | None, kind: str, text: str, source: dict[str, Any], *,
+              look_up_id: bool = True) -> None:
         """Raise DuplicateInbound when the message repeats one accepted on this key (without an
-        inbox, as for a slash command, only its message id is judged)."""
+        inbox, as for a slash command, only its message id is judged).
+
+        `look_up_id=False` skips reading the message id's stream: a first try may rely on the save,
+        which fails on a seen id like any conflict, and the retry looks it up (one read less a message).
+        """
         message_id = source.get("message_id")
-        if message_id:
+        if message_id and look_up_id:
             # fresh=False: a MessageSeen never changes once created, and a missing one is read from the log.
             seen: MessageSeen | None = self.ctx.get(message_seen_id(rk.route_id, message_id, kind), fresh=False)
             if seen is not None:

@@ -87,16 +87,17 @@ class InboundCommands:
         return inbox
 
     def _accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
-                   cause: str, reply: str | None = None) -> tuple[Inbox, str, list[Any]]:
+                   cause: str, reply: str | None = None, *, first_try: bool = False) -> tuple[Inbox, str, list[Any]]:
         """The inbox with the message accepted (pending event), the item it went into, and the
-        first sighting of its message id: all to be saved together. Raises DuplicateInbound."""
+        first sighting of its message id: all to be saved together. Raises DuplicateInbound
+        (on a first try, a seen message id shows as a conflict of the save instead)."""
         if not isinstance(text, str):
             raise InvalidRequest("inbound text must be a string")
         if reply is not None and not isinstance(reply, str):
             raise InvalidRequest("a recorded reply must be a string")
         inbox = self._inbox_or_new(rk, actor, cause)
         source_dict = {**origin_of(source), "message_id": source.message_id}
-        self.dedup.check(rk, inbox, kind, text, source_dict)
+        self.dedup.check(rk, inbox, kind, text, source_dict, look_up_id=not first_try)
         try:
             item_id = inbox.accept(kind, text, message_id=source.message_id, source=source_dict,
                                    at=self.ctx.clock.now(), actor=actor, cause=cause, reply=reply)
@@ -131,8 +132,11 @@ class InboundCommands:
         default_actor, default_cause = self._who(source, kind)
         actor, cause = actor or default_actor, cause or default_cause
 
+        tries = _Tries()
+
         def step() -> Accepted:
-            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, reply)
+            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, reply,
+                                                   first_try=tries.first())
             position = self.ctx.save(inbox, *seen)
             return Accepted(str(rk.route_id), rk.key, item_id, item_id != str(inbox.accepted), inbox.depth,
                             position)
@@ -148,8 +152,10 @@ class InboundCommands:
         rk = self.routing.routing_key(source)
         origin = {**origin_of(source), "message_id": source.message_id}
 
+        tries = _Tries()
+
         def step() -> None:
-            self.dedup.check(rk, None, COMMAND, name, origin)
+            self.dedup.check(rk, None, COMMAND, name, origin, look_up_id=not tries.first())
             self.ctx.save(*self.dedup.first_sighting(rk, COMMAND, origin, name, actor, cause))
         try:
             self.ctx.retrying(step, f"claiming a command for {rk.key}")
@@ -166,9 +172,10 @@ class InboundCommands:
         rk = self.routing.routing_key(source)
         actor, cause = self._who(source, kind)
         accepted: list[str] = []
+        tries = _Tries()
 
         def accept_too() -> list[Any]:
-            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause)
+            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
             return [inbox, *seen]
 
@@ -314,6 +321,17 @@ class InboundCommands:
             state = self.deliveries.settle(delivery.id, error=error, also=finish, cause=cause, fresh=False).state
         self.turns._forget(token)
         return state
+
+
+class _Tries:
+    """Whether a retried step is on its first try (see InboundDedup.check's look_up_id)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def first(self) -> bool:
+        self.count += 1
+        return self.count == 1
 
 
 RESUME_NOTES = {

@@ -53,7 +53,7 @@ SUMMARIES: dict[str, Summary] = {
     "InboundRejected": lambda d: f"{d.get('kind')} message refused ({d.get('reason')})",
     "InboundDuplicateRefused": lambda d: f"{d.get('kind')} message {d.get('message_id') or ''} refused as a repeat"
     + f" ({d.get('reason')}" + (f", first in item {d['duplicate_of']})" if d.get("duplicate_of") else ")"),
-    "InboundReplyAttached": lambda d: f"recorded reply attached to item {d.get('item_id')}: {_short(d.get('reply'), 32)}",
+    "InboundReplyAttached": lambda d: f"recorded reply for item {d.get('item_id')}: {_short(d.get('reply'), 32)}",
     "InboundMessageFirstSeen": lambda d: f"message {d.get('message_id')} first seen (item {d.get('item_id')})",
     "InboundStarted": lambda d: f"item {d.get('item_id')} started on {d.get('session_id')}",
     "InboundCompleted": lambda d: f"item {d.get('item_id')} completed ({d.get('outcome')})",
