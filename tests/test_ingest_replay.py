@@ -253,3 +253,23 @@ def test_ingest_help_documents_the_jsonl_format():
     for field in ('{"op": "message", "source": {...}, "text": "hi", "message_id": "m1",', '"reply": "hello!"}',
                   '{"op": "command"', "message_id  optional", "at        optional", "reply     optional"):
         assert field in result.output, field
+
+
+def test_the_report_names_a_reply_that_was_not_recorded_and_why(tmp_path):
+    db = str(tmp_path / "i.db")
+    path = tmp_path / "t.jsonl"
+    wx = {"platform": "weixin", "chat_type": "dm", "chat_id": "u1", "user_id": "u1"}
+    path.write_text("\n".join([
+        record(source=wx, text="ok", message_id="w1", at="2026-11-01T10:00:00Z", reply="first answer"),
+        record(source=wx, text="ok", message_id="w2", at="2026-11-01T10:01:00Z", reply="second answer"),
+    ]) + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(path), "--json"])
+
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["applied"], report["duplicates"], report["failed"]) == (2, 1, 0)
+    assert report["replies_not_recorded"] == [
+        {"line": 2, "reason": "its message was refused as a repeat of another text: no turn ran it"}]
+    assert "line 2: reply not recorded: its message was refused as a repeat" in result.stderr
+    assert replies_in(db) == ["first answer"]
