@@ -12,7 +12,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from turnlog import LeaseTimeout, SystemClock, Turnlog
+from turnlog import LeaseTimeout, SessionSource, SystemClock, Turnlog
 from turnlog.cli import main
 from turnlog.ingest import ReplayClock
 
@@ -273,3 +273,20 @@ def test_the_report_names_a_reply_that_was_not_recorded_and_why(tmp_path):
         {"line": 2, "reason": "its message was refused as a repeat of another text: no turn ran it"}]
     assert "line 2: reply not recorded: its message was refused as a repeat" in result.stderr
     assert replies_in(db) == ["first answer"]
+
+
+def test_an_ingest_leaves_the_replies_other_gateways_owe_alone(tmp_path):
+    db = str(tmp_path / "i.db")
+
+    def offline(text):
+        raise ConnectionError("platform down")
+    with Turnlog(db) as t:
+        t.start_gateway("main")
+        t.handle_message(SessionSource(platform="telegram", chat_type="dm", chat_id="9", user_id="9"), "hi",
+                         lambda h, i: "owed", offline)
+    path = tmp_path / "t.jsonl"
+    path.write_text(traffic(3))
+
+    assert CliRunner().invoke(main, ["--db", db, "ingest", str(path)]).exit_code == 0
+    with Turnlog(db) as t:
+        assert [d["state"] for d in t.ledger() if d["content"] == "owed"] == ["failed"]  # still owed to its user

@@ -26,6 +26,7 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator
+from uuid import UUID
 
 import orjson
 
@@ -34,7 +35,7 @@ from .clock import ManualClock, SystemClock
 from .commands.slash import COMMANDS, parse_command
 from .domain.inbox import InboxItem, inbox_id
 from .domain.source import SessionSource
-from .errors import GatewayStillRunning
+from .errors import GatewayStillRunning, TurnlogError
 
 OPS = ("message", "command")
 DEFAULT_GATEWAY = "ingest"
@@ -175,7 +176,7 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
         t.start_gateway(gateway)  # recovers a killed earlier ingest of this name
     except GatewayStillRunning as e:
         raise GatewayStillRunning(f"{e} (a concurrent ingest needs a --gateway name of its own)") from None
-    t.sweep_deliveries(_nowhere)
+    _settle_earlier_runs(t, gateway)
     t.resume_interrupted(_replayed, _nowhere)  # a killed ingest's turns, with their recorded replies
     replied: list[Record] = []
     for line_no, line in enumerate(lines, start=1):
@@ -195,6 +196,22 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
     t.stop_gateway()
     report.unrecorded = unrecorded_replies(t, replied)
     return report
+
+
+def _settle_earlier_runs(t: Turnlog, gateway: str) -> None:
+    """Settle the replies earlier runs of this ingest still owed. Not the whole ledger's sweep: a
+    reply another gateway owes must reach its user, not this replay's no-op send."""
+    record = t.recovery.gateway(gateway)
+    boots = [b["boot_id"] for b in record.boots if b["boot_id"] != t.owner] if record is not None else []
+    if not boots:
+        return
+    rows = t._query("SELECT delivery_id FROM deliveries WHERE state IN ('pending', 'attempting', 'failed')"
+                    f" AND owner IN ({','.join('?' * len(boots))}) ORDER BY created_at", boots)
+    for row in rows:
+        try:
+            t.deliver(UUID(row["delivery_id"]), _nowhere)
+        except TurnlogError:
+            continue  # settled meanwhile, or out of attempts: the ledger says which
 
 
 def _describe(e: Exception) -> str:
