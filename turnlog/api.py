@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable
 from uuid import UUID
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
+from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
@@ -103,6 +104,7 @@ class Turnlog:
         self.deliveries = DeliveryCommands(self.ctx, self.owner)
         self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
+        self.batches = BatchCommands(self.inbound)
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
@@ -235,9 +237,14 @@ class Turnlog:
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
 
-    def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN) -> Accepted:
-        """Durably accept an inbound message (kind human, queued or wakeup) before processing it."""
-        return self.inbound.accept(source, text, kind=kind)
+    def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN, reply: str | None = None) -> Accepted:
+        """Durably accept an inbound message (kind human, queued or wakeup) before processing it.
+
+        A repeat (its message_id already accepted on this key, or the same text from the same sender
+        within `EngineConfig.dedup_window_s`) is recorded as refused and never run: `duplicate` says why.
+        `reply`: a reply already given to it (replaying traffic): the turn that runs it records that.
+        """
+        return self.inbound.accept(source, text, kind=kind, reply=reply)
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *,
                  timeout: float | None = None) -> TurnOutcome | None:
@@ -247,6 +254,18 @@ class Turnlog:
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
                        timeout: float | None = None) -> list[TurnOutcome]:
         return self.inbound.handle_message(source, text, responder, sender, timeout=timeout)
+
+    def run_due_batches(self, responder: Responder, sender: Sender) -> list[TurnOutcome]:
+        """With text batching on (EngineConfig.text_batching): run every key's burst whose debounce
+        window is over. Call it on a timer; `next_batch_due()` says when the next one is ready."""
+        outcomes = []
+        for source in self.pending_inbound():
+            outcomes += self.batches.run_due(source, responder, sender)
+        return outcomes
+
+    def next_batch_due(self) -> Any:
+        """When the next held-back burst becomes ready to run (None when none waits)."""
+        return self.batches.next_due(self.pending_inbound())
 
     def command(self, source: SessionSource, text: str) -> CommandResult:
         """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""

@@ -357,30 +357,55 @@ def queue(ctx: click.Context, key: str, out: Output) -> None:
 
 
 @main.command("ingest")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
+@click.option("--gateway", default="ingest", show_default=True,
+              help="The gateway name this replay boots as (concurrent ingests need one each).")
+@click.option("--progress-every", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="A progress line on stderr every N lines (0: none).")
 @output_options
 @click.pass_context
-def ingest_command(ctx: click.Context, file: Any, out: Output) -> None:
-    """Replay JSONL gateway traffic (FILE or - for stdin) through the engine.
+def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: int, out: Output) -> None:
+    """Replay JSONL gateway traffic (FILE, or - for stdin) through the engine.
 
-    A malformed line is reported with its number and skipped; the rest is applied. Exit code 1
-    if any line failed.
+    \b
+    One JSON object a line:
+      {"op": "message", "source": {...}, "text": "hi", "message_id": "m1",
+       "at": "2026-11-01T10:00:00Z", "reply": "hello!"}
+      {"op": "command", "source": {...}, "text": "/new", "message_id": "c1"}
+    \b
+    source    a SessionSource: platform, chat_type, chat_id, user_id, thread_id, ...
+    text      the message, or the slash command (/new /reset /stop /queue TEXT /resume ID)
+    message_id  optional: the platform's id; a record without one is identified by its content
+    at        optional ISO time with a zone: the record's clock (default: now)
+    reply     optional: the reply given; a message with one runs a whole turn, without one it
+              stays queued (and is answered by the next turn on its key)
+
+    Lines are applied as they arrive (a pipe or FIFO streams). A bad line is reported with its
+    number and skipped; the rest is applied. Re-running a file (or an overlapping one after a
+    kill) duplicates nothing: each message is accepted once per routing key by its message_id.
+    The replay boots as a gateway, so a killed one is recovered by the next ingest or by
+    `turnlog recover --gateway ingest`. Exit code 1 if any line failed or a reply was not recorded.
     """
     from .ingest import ReplayClock, ingest, read_lines
 
     clock = ReplayClock()
     t = engine(ctx, clock=clock)
-    lines = list(read_lines(file))
-    show_bar = sys.stderr.isatty() and out.is_table
-    with click.progressbar(length=len(lines), label="ingesting", file=sys.stderr,
-                           hidden=not show_bar) as bar:
-        report = ingest(t, clock, lines, on_line=lambda n: bar.update(1))
-    for line_no, error in report.errors or []:
+
+    def progress(report: Any) -> None:
+        if progress_every and report.lines % progress_every == 0:
+            click.echo(f"ingest: {report.lines} lines, {report.applied} applied, {len(report.errors)} failed",
+                       err=True)
+
+    report = ingest(t, clock, read_lines(file), gateway=gateway, on_line=progress)
+    for line_no, error in report.errors:
         click.echo(f"line {line_no}: {visible(str(error))}", err=True)
+    for line_no, reason in report.unrecorded:
+        click.echo(f"line {line_no}: reply not recorded: {visible(str(reason))}", err=True)
     out.record(report.to_dict(), lambda: out.line(
         f"{report.applied} records applied ({report.turns} turns, {report.commands} commands,"
-        f" {report.queued} queued), {len(report.errors or [])} failed"))
-    if report.errors:
+        f" {report.queued} queued, {report.duplicates} duplicates), {len(report.errors)} failed"
+        + (f", {len(report.unrecorded)} replies not recorded" if report.unrecorded else "")))
+    if report.errors or report.unrecorded:
         ctx.exit(1)
 
 

@@ -12,6 +12,14 @@ class Clock(Protocol):
     def now(self) -> datetime: ...
 
 
+def lease_time(clock: Clock) -> datetime:
+    """The time turn leases are judged by. A clock may keep it apart from the time events carry:
+    a replay stamps events with the recorded times, while its leases must expire by the wall
+    clock, as every other process on the log judges them (ingest.ReplayClock)."""
+    lease_now = getattr(clock, "lease_now", None)
+    return lease_now() if lease_now is not None else clock.now()
+
+
 class SystemClock:
     def now(self) -> datetime:
         return datetime.now(timezone.utc)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
+from .domain.batching import TextBatching
+from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
 
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
@@ -42,6 +44,15 @@ class EngineConfig:
         default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT_S)
     )
     lease_ttl_s: float = field(default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TTL", DEFAULT_LEASE_TTL_S))
+    # The same text from one sender on one key within this many seconds of its first sighting is a
+    # duplicate (spec §14) on these platforms ("*": all); 0 s or no platform turns that rule off.
+    # Hermes applies it in its Weixin adapter only: elsewhere "ok", "ok" are two real messages.
+    # Message ids are deduplicated on every platform, always.
+    dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+    dedup_text_platforms: frozenset[str] = DEFAULT_DEDUP_TEXT_PLATFORMS
+    # Text batching (domain/batching.py), off unless platforms are named: with it, handle_message only
+    # accepts a text and the gateway runs the merged burst with Turnlog.run_due_batches on a timer.
+    text_batching: TextBatching = field(default_factory=TextBatching)
 
     def key_options(self) -> dict[str, Any]:
         return {
@@ -51,4 +62,4 @@ class EngineConfig:
         }
 
 
-__all__ = ["EngineConfig", "BackgroundGuard", "DEFAULT_FRESHNESS_WINDOW_S"]
+__all__ = ["EngineConfig", "TextBatching", "BackgroundGuard", "DEFAULT_FRESHNESS_WINDOW_S"]

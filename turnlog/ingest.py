@@ -1,28 +1,46 @@
 """Replaying gateway traffic from JSONL: one record a line, each validated whole before it is applied.
 
     {"op":"message","source":{...},"text":"...","message_id":"...","at":"ISO time","reply":"..."}
-    {"op":"command","source":{...},"text":"/new"}
+    {"op":"command","source":{...},"text":"/new","message_id":"...","at":"ISO time"}
 
 A message with a reply runs a whole turn (route, lease, user message, reply with its delivery
 obligation, delivered); without one it is accepted and stays queued. "at" sets the clock for
-that record, so a replay reproduces the original times.
+that record, so a replay reproduces the original times (turn leases still expire by the wall
+clock, as every other process judges them).
+
+The reply travels with the accepted message (Inbox.ReplyAttached), so whichever turn answers it,
+in this process or in another one replaying at the same time, records it: messages merged into
+one turn (a burst on one key) get their replies joined in order. An item that must run and has
+no recorded reply (a `/queue` item, say) is answered with the silence marker.
+
+A replay is idempotent: each record is accepted once per routing key by its message_id (a record
+without one is identified by its content: op, source, text and at), through the engine's durable
+dedup, so re-running a file, or an overlapping one after a kill, duplicates nothing. An ingest
+records a gateway boot (default name `ingest`), so the next ingest or `turnlog recover --gateway
+ingest` cleans up after a killed one; the next ingest also finishes the killed one's turns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator
+from uuid import UUID
 
 import orjson
 
 from .api import Turnlog
 from .clock import ManualClock, SystemClock
 from .commands.slash import COMMANDS, parse_command
+from .domain.inbox import InboxItem, inbox_id
 from .domain.source import SessionSource
-from .errors import TurnlogError
+from .errors import GatewayStillRunning, TurnlogError
 
 OPS = ("message", "command")
+DEFAULT_GATEWAY = "ingest"
+# What a turn records when the item it runs has no recorded reply: the agent "chose" silence.
+NO_RECORDED_REPLY = "[SILENT]"
 
 
 class RecordError(ValueError):
@@ -46,16 +64,25 @@ class IngestReport:
     turns: int = 0
     commands: int = 0
     queued: int = 0
-    errors: list[tuple[int, str]] | None = None
+    duplicates: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    # Records whose reply is not in a transcript after the run, and why (line, reason).
+    unrecorded: list[tuple[int, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"lines": self.lines, "applied": self.applied, "turns": self.turns, "commands": self.commands,
-                "queued": self.queued, "failed": len(self.errors or []),
-                "errors": [{"line": n, "error": e} for n, e in self.errors or []]}
+                "queued": self.queued, "duplicates": self.duplicates, "failed": len(self.errors),
+                "errors": [{"line": n, "error": e} for n, e in self.errors],
+                "replies_not_recorded": [{"line": n, "reason": r} for n, r in self.unrecorded]}
 
 
-def parse_record(line_no: int, line: str) -> Record | None:
+def parse_record(line_no: int, line: str | bytes) -> Record | None:
     """None for a blank line; RecordError naming the problem for anything else wrong."""
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordError(f"invalid UTF-8 at byte {e.start}") from None
     if not line.strip():
         return None
     try:
@@ -66,7 +93,7 @@ def parse_record(line_no: int, line: str) -> Record | None:
         raise RecordError("a record must be a JSON object")
     op = data.get("op")
     if op not in OPS:
-        raise RecordError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+        raise RecordError(f"op must be one of {', '.join(OPS)}, got {_quote(op)}")
     raw_source = data.get("source")
     if not isinstance(raw_source, dict):
         raise RecordError("source must be an object")
@@ -74,42 +101,84 @@ def parse_record(line_no: int, line: str) -> Record | None:
         source = SessionSource.from_dict(raw_source)
     except (ValueError, TypeError, KeyError) as e:
         raise RecordError(f"bad source: {e}") from None
-    if "message_id" in data:
-        if not isinstance(data["message_id"], (str, int)):
-            raise RecordError("message_id must be a string")
-        source.message_id = str(data["message_id"])
     text = data.get("text")
     if not isinstance(text, str):
         raise RecordError("text must be a string")
-    at = None
-    if data.get("at") is not None:
-        try:
-            at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
-        except ValueError:
-            raise RecordError(f"at is not an ISO time: {data['at']!r}") from None
-        if at.tzinfo is None:
-            raise RecordError(f"at has no time zone: {data['at']!r}")
+    at = _parse_at(data.get("at"))
     reply = data.get("reply")
     if reply is not None and not isinstance(reply, str):
         raise RecordError("reply must be a string")
     if op == "command":
         parsed = parse_command(text)
         if parsed is None or parsed[0] not in COMMANDS:
-            raise RecordError(f"unknown command {text.strip()[:40]!r} (known: {', '.join(COMMANDS)})")
+            raise RecordError(f"unknown command {_quote(text.strip())} (known: {', '.join(COMMANDS)})")
+    if "message_id" in data:
+        if not isinstance(data["message_id"], (str, int)) or isinstance(data["message_id"], bool) \
+                or not str(data["message_id"]).strip():
+            raise RecordError("message_id must be a non-empty string")
+        source.message_id = str(data["message_id"])
+    elif not source.message_id:
+        source.message_id = content_id(op, raw_source, text, data.get("at"))
     return Record(line_no, op, source, text, at, reply)
 
 
+def content_id(op: str, source: dict[str, Any], text: str, at: Any) -> str:
+    """The id of a record that names none: the same record again is the same message."""
+    body = orjson.dumps([op, source, text, at], option=orjson.OPT_SORT_KEYS)
+    return "ingest:" + hashlib.sha256(body).hexdigest()[:24]
+
+
+def _parse_at(raw: Any) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        at = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        raise RecordError(f"at is not an ISO time: {_quote(raw)}") from None
+    if at.tzinfo is None:
+        raise RecordError(f"at has no time zone: {_quote(raw)}")
+    try:
+        # Times near the ends of the calendar overflow in the engine's arithmetic (expiries, windows).
+        at - timedelta(days=366), at + timedelta(days=366)
+    except OverflowError:
+        raise RecordError(f"at is out of range: {_quote(raw)}") from None
+    return at
+
+
+def _quote(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 class ReplayClock(ManualClock):
-    """The record's own time when it has one, else the wall clock."""
+    """The record's own time when it has one, else the wall clock; leases go by the wall clock."""
 
     def __init__(self) -> None:
         super().__init__(SystemClock().now())
 
+    def lease_now(self) -> datetime:
+        return SystemClock().now()
 
-def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str], *,
-           on_line: Callable[[int], None] | None = None) -> IngestReport:
-    report = IngestReport(errors=[])
-    assert report.errors is not None
+
+def _replayed(history: Any, item: InboxItem) -> str:
+    return item.recorded_reply or NO_RECORDED_REPLY
+
+
+def _nowhere(*args: Any) -> None:
+    """A replay sends nothing: the original traffic was delivered when it happened."""
+
+
+def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gateway: str = DEFAULT_GATEWAY,
+           on_line: Callable[[IngestReport], None] | None = None) -> IngestReport:
+    """Apply each line as it comes (a stream is read lazily), reporting and skipping bad ones."""
+    report = IngestReport()
+    try:
+        t.start_gateway(gateway)  # recovers a killed earlier ingest of this name
+    except GatewayStillRunning as e:
+        raise GatewayStillRunning(f"{e} (a concurrent ingest needs a --gateway name of its own)") from None
+    _settle_earlier_runs(t, gateway)
+    t.resume_interrupted(_replayed, _nowhere)  # a killed ingest's turns, with their recorded replies
+    replied: list[Record] = []
     for line_no, line in enumerate(lines, start=1):
         report.lines = line_no
         try:
@@ -117,11 +186,38 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str], *,
             if record is not None:
                 _apply(t, clock, record, report)
                 report.applied += 1
-        except (RecordError, TurnlogError) as e:
-            report.errors.append((line_no, str(e)))
+                if record.op == "message" and record.reply is not None:
+                    replied.append(record)
+        except Exception as e:  # noqa: BLE001 - one record's failure, whatever it is, never ends the run
+            report.errors.append((line_no, str(e) if isinstance(e, RecordError) else _describe(e)))
         if on_line is not None:
-            on_line(line_no)
+            on_line(report)
+    clock.set(SystemClock().now())
+    t.stop_gateway()
+    report.unrecorded = unrecorded_replies(t, replied)
     return report
+
+
+def _settle_earlier_runs(t: Turnlog, gateway: str) -> None:
+    """Settle the replies earlier runs of this ingest still owed. Not the whole ledger's sweep: a
+    reply another gateway owes must reach its user, not this replay's no-op send."""
+    record = t.recovery.gateway(gateway)
+    boots = [b["boot_id"] for b in record.boots if b["boot_id"] != t.owner] if record is not None else []
+    if not boots:
+        return
+    t.catch_up()
+    for row in t.views.owed_deliveries():
+        if row.owner not in boots:
+            continue
+        try:
+            t.deliver(UUID(row.delivery_id), _nowhere)
+        except TurnlogError:
+            continue  # settled meanwhile, or out of attempts: the ledger says which
+
+
+def _describe(e: Exception) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}"[:200] if text else type(e).__name__
 
 
 def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport) -> None:
@@ -130,15 +226,54 @@ def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport)
         t.command(record.source, record.text)
         report.commands += 1
         return
-    if record.reply is None:
-        t.accept(record.source, record.text)
+    accepted = t.accept(record.source, record.text, reply=record.reply)
+    if accepted.duplicate is not None:
+        report.duplicates += 1
+        if record.reply is None or not _still_waiting(t, record):
+            return
+    elif record.reply is None:
         report.queued += 1
         return
-    reply = record.reply
-    outcomes = t.handle_message(record.source, record.text, lambda history, item: reply, lambda text: None)
-    report.turns += len(outcomes)
+    # Run the key's queue up to this message's item (a killed run may have left it, or others, waiting).
+    while t.run_next(record.source, _replayed, _nowhere) is not None:
+        report.turns += 1
 
 
-def read_lines(stream: Iterable[str]) -> Iterator[str]:
+def _still_waiting(t: Turnlog, record: Record) -> bool:
+    """Whether a repeated message's first sighting is still waiting to run (a killed run left it)."""
+    return any(row["state"] == "pending" and record.source.message_id in row["message_ids"]
+               for row in t.queue(record.source))
+
+
+def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str]]:
+    """The records whose message did not end in an answered item, with what became of it."""
+    if not records:
+        return []
+    by_inbox: dict[str, list[Record]] = {}
+    for record in records:
+        route_id = t.routing.routing_key(record.source).route_id
+        by_inbox.setdefault(str(inbox_id(route_id)), []).append(record)
+    fates: dict[tuple[str, str], tuple[str, str | None, str]] = {}
+    t.catch_up()
+    for row in t.views.item_fates(by_inbox):
+        for message_id in row.message_ids:
+            if message_id is not None:
+                fates[(row.inbox_id, message_id)] = (row.state, row.outcome, row.item_id)
+    out = []
+    for inbox, mine in by_inbox.items():
+        for record in mine:
+            fate = fates.get((inbox, record.source.message_id or ""))
+            if fate is None:
+                out.append((record.line, "its message was refused as a repeat of another text: no turn ran it"))
+            elif fate[:2] != ("completed", "answered"):
+                state = fate[0] if fate[1] is None else f"{fate[0]} ({fate[1]})"
+                out.append((record.line, f"its item {fate[2]} is {state}"))
+    return sorted(out)
+
+
+def read_lines(stream: Iterable[Any]) -> Iterator[Any]:
+    """Lines without their ending, one at a time as the stream yields them (a pipe is not read ahead)."""
     for line in stream:
-        yield line.rstrip("\n")
+        yield line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n")
+
+

@@ -100,7 +100,9 @@ def identify(path: str, *, views_only: bool = False) -> Identity:
         raise StoreError(f"{path} is an empty file, not a turnlog database (remove it to create one there)")
     if not header.startswith(SQLITE_HEADER):
         raise StoreError(f"{path} is not a turnlog database (not an SQLite file)")
-    if size < _expected_size(header):
+    # A live database's checkpoint may write the header's page count before the pages it counts:
+    # with a -wal beside it, a short file is a writer mid-checkpoint, and SQLite itself judges it.
+    if size < _expected_size(header) and not os.path.exists(path + "-wal"):
         raise StoreError(f"{path} is truncated ({size} bytes of {_expected_size(header)}): not a readable turnlog"
                          " database")
     try:

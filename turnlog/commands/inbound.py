@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
+from ..clock import lease_time
+from ..domain.dedup import COMMAND, DuplicateInbound
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import TurnLease
 from ..domain.recovery import answered_items
@@ -21,6 +23,7 @@ from ..domain.source import SessionSource
 from ..domain.transcript import MessageAppended
 from ..errors import InvalidRequest, TurnlogError
 from .context import CommandContext
+from .dedup import InboundDedup
 from .delivery import DeliveryCommands, Sender
 from .routing import RouteResult, RoutingCommands, actor_of, origin_of
 from .turns import LeaseToken, TurnCommands
@@ -46,6 +49,9 @@ class Accepted:
     merged: bool
     depth: int
     position: int
+    # Why the message was refused as a repeat (message_id | same_text), None when it was accepted;
+    # item_id is then the item its first sighting went into, when known.
+    duplicate: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class InboundCommands:
         self.routing = routing
         self.turns = turns
         self.deliveries = deliveries
+        self.dedup = InboundDedup(ctx)
 
     def inbox(self, rk: RoutingKey, fresh: bool = True) -> Inbox | None:
         return self.ctx.get(inbox_id(rk.route_id), fresh)
@@ -81,19 +88,34 @@ class InboundCommands:
         return inbox
 
     def _accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
-                   cause: str) -> tuple[Inbox, str]:
-        """The inbox with the message accepted (pending event), and the item it went into."""
+                   cause: str, reply: str | None = None, *, first_try: bool = False) -> tuple[Inbox, str, list[Any]]:
+        """The inbox with the message accepted (pending event), the item it went into, and the
+        first sighting of its message id: all to be saved together. Raises DuplicateInbound
+        (on a first try, a seen message id shows as a conflict of the save instead)."""
         if not isinstance(text, str):
             raise InvalidRequest("inbound text must be a string")
+        if reply is not None and not isinstance(reply, str):
+            raise InvalidRequest("a recorded reply must be a string")
         inbox = self._inbox_or_new(rk, actor, cause)
         source_dict = {**origin_of(source), "message_id": source.message_id}
+        self.dedup.check(rk, inbox, kind, text, source_dict, look_up_id=not first_try)
         try:
             item_id = inbox.accept(kind, text, message_id=source.message_id, source=source_dict,
-                                   at=self.ctx.clock.now(), actor=actor, cause=cause)
+                                   at=self.ctx.clock.now(), actor=actor, cause=cause, reply=reply)
         except InboxFull as full:
             self.ctx.save(inbox)  # the refusal is part of the record
             raise QueueFull(str(full)) from None
-        return inbox, item_id
+        return inbox, item_id, self.dedup.first_sighting(rk, kind, source_dict, item_id, actor, cause)
+
+    def _refusing(self, rk: RoutingKey, kind: str, duplicate: DuplicateInbound, actor: str,
+                  cause: str) -> Accepted:
+        """Record a repeat as refused (never run) on the key's inbox."""
+        def step() -> Accepted:
+            inbox = self.dedup.refuse(self._inbox_or_new(rk, actor, cause), kind, duplicate, actor, cause)
+            position = self.ctx.save(inbox)
+            return Accepted(str(rk.route_id), rk.key, duplicate.duplicate_of or "", False, inbox.depth, position,
+                            duplicate.reason)
+        return self.ctx.retrying(step, f"refusing a duplicate message for {rk.key}")
 
     def _who(self, source: SessionSource | dict[str, Any], kind: str) -> tuple[str, str]:
         actor = actor_of(source) if kind != WAKEUP else "system:wakeup"
@@ -102,18 +124,45 @@ class InboundCommands:
         return actor, cause
 
     def accept(self, source: SessionSource, text: str, *, kind: str = HUMAN, actor: str | None = None,
-               cause: str | None = None) -> Accepted:
-        """Record an inbound message before anything else is done with it."""
+               cause: str | None = None, reply: str | None = None) -> Accepted:
+        """Record an inbound message before anything else is done with it (a repeat is refused).
+
+        `reply`: a reply already given to it (replayed traffic), recorded by whichever turn runs it.
+        """
         rk = self.routing.routing_key(source)
         default_actor, default_cause = self._who(source, kind)
         actor, cause = actor or default_actor, cause or default_cause
 
+        tries = _Tries()
+
         def step() -> Accepted:
-            inbox, item_id = self._accepting(rk, source, text, kind, actor, cause)
-            position = self.ctx.save(inbox)
+            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, reply,
+                                                   first_try=tries.first())
+            position = self.ctx.save(inbox, *seen)
             return Accepted(str(rk.route_id), rk.key, item_id, item_id != str(inbox.accepted), inbox.depth,
                             position)
-        return self.ctx.retrying(step, f"accepting a message for {rk.key}")
+        try:
+            return self.ctx.retrying(step, f"accepting a message for {rk.key}")
+        except DuplicateInbound as duplicate:
+            return self._refusing(rk, kind, duplicate, actor, cause)
+
+    def claim_command(self, source: SessionSource, name: str, *, actor: str, cause: str) -> Accepted | None:
+        """A slash command's message id, claimed before it runs: None the first time, the refusal of a
+        repeat after (a redelivered /new must not reset twice). At most once: a crash between the
+        claim and the command's own transaction loses that command rather than doubling it."""
+        rk = self.routing.routing_key(source)
+        origin = {**origin_of(source), "message_id": source.message_id}
+
+        tries = _Tries()
+
+        def step() -> None:
+            self.dedup.check(rk, None, COMMAND, name, origin, look_up_id=not tries.first())
+            self.ctx.save(*self.dedup.first_sighting(rk, COMMAND, origin, name, actor, cause))
+        try:
+            self.ctx.retrying(step, f"claiming a command for {rk.key}")
+        except DuplicateInbound as duplicate:
+            return self._refusing(rk, COMMAND, duplicate, actor, cause)
+        return None
 
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
                        kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
@@ -124,13 +173,20 @@ class InboundCommands:
         rk = self.routing.routing_key(source)
         actor, cause = self._who(source, kind)
         accepted: list[str] = []
+        tries = _Tries()
 
         def accept_too() -> list[Any]:
-            inbox, item_id = self._accepting(rk, source, text, kind, actor, cause)
+            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
-            return [inbox]
+            return [inbox, *seen]
 
-        routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
+        try:
+            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
+        except DuplicateInbound as duplicate:
+            self._refusing(rk, kind, duplicate, actor, cause)
+            return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
+        if kind == HUMAN and self.ctx.config.text_batching.applies(source.platform):
+            return []  # it waits for the rest of its burst: run_due_batches runs it (commands/batching.py)
         outcomes = []
         outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
         while outcome is not None:
@@ -173,7 +229,7 @@ class InboundCommands:
             message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
                                                platform_message_id=item.message_ids[-1])
             lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
-                        cause=cause)
+                        cause=cause, lease_now=lease_time(self.ctx.clock))
             started.update(item=item, seq=seq, inbox=fresh, cause=cause)
             return [fresh, message]
 
@@ -265,6 +321,17 @@ class InboundCommands:
         return state
 
 
+class _Tries:
+    """Whether a retried step is on its first try (see InboundDedup.check's look_up_id)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def first(self) -> bool:
+        self.count += 1
+        return self.count == 1
+
+
 RESUME_NOTES = {
     "restart_timeout": "a gateway restart",
     "shutdown_timeout": "a gateway shutdown",
@@ -299,7 +366,8 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
         seq = lease.last_seq + 1
         message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
         lease.renew(epoch=token.epoch, ttl_s=inbound.ctx.config.lease_ttl_s, last_seq=seq,
-                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause)
+                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause,
+                    lease_now=lease_time(inbound.ctx.clock))
         started["seq"] = seq
         return [message]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from eventsourcing.persistence import IntegrityError
 
+from ..clock import lease_time
 from ..domain.compression import should_compress
 from ..domain.lease import TurnLease
 from ..domain.route import Route
@@ -55,7 +56,7 @@ class RotationCommands:
                                     session_id=child_id)
         epoch = child_lease.acquire(owner=actor, owner_key=token.owner_key, generation=token.generation,
                                     turn_id=token.turn_id, ttl_s=ctx.config.lease_ttl_s, at=now, actor=actor,
-                                    cause=cause)
+                                    cause=cause, lease_now=lease_time(ctx.clock))
         self.turns._forget(token)
         try:
             ctx.save(parent, child, route, parent_lease, child_lease)

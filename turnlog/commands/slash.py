@@ -65,6 +65,9 @@ class SlashCommands:
         name, arg = parsed
         actor = actor or actor_of(source)
         cause = f"command:{name}" + (f":{source.message_id}" if source.message_id else "")
+        if source.message_id and name not in ("/queue", "/q"):  # /queue is judged when its text is accepted
+            if self.inbound.claim_command(source, name, actor=actor, cause=cause) is not None:
+                return CommandResult(name, None, None, False)  # a redelivered command: recorded, not run
         if name in ("/new", "/reset"):
             return self.reset(source, name, actor=actor, cause=cause)
         if name == "/stop":
@@ -132,6 +135,8 @@ class SlashCommands:
             accepted = self.inbound.accept(source, text, kind=QUEUED, actor=actor, cause=cause)
         except QueueFull as full:
             return CommandResult("/queue", f"Not queued: {full}", None, False)
+        if accepted.duplicate is not None:
+            return CommandResult("/queue", None, None, False)  # a redelivered /queue: recorded, not queued again
         waiting = accepted.depth
         reply = "Queued for the next turn." if waiting <= 1 else f"Queued for the next turn. ({waiting} queued)"
         return CommandResult("/queue", reply, None, True)

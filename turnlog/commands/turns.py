@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from eventsourcing.persistence import IntegrityError
 
+from ..clock import lease_time
 from ..domain.base import stream_id
 from ..domain.lease import LeaseHeld, TurnLease
 from ..domain.transcript import MessageAppended, transcript_id, validate_message
@@ -82,7 +83,8 @@ class TurnCommands:
                                         session_id=session_id)
             try:
                 epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
-                                      ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause)
+                                      ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause,
+                                      lease_now=lease_time(self.ctx.clock))
                 token = LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
                 extra = list(before_save(lease, token)) if before_save is not None else []
                 self.ctx.save(lease, *extra)
@@ -124,7 +126,7 @@ class TurnCommands:
         now = self.ctx.clock.now()
         lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s,
                     last_seq=lease.last_seq if last_seq is None else last_seq, at=now, actor=actor or self.owner,
-                    cause=cause)
+                    cause=cause, lease_now=lease_time(self.ctx.clock))
         try:
             return self.ctx.save(lease, *items)
         except IntegrityError:
@@ -183,7 +185,7 @@ class TurnCommands:
             return None
         return {"session_id": session_id, "owner": lease.owner, "owner_key": lease.owner_key, "epoch": lease.epoch,
                 "turn_id": lease.turn_id, "expires_at": lease.expires_at,
-                "expired": not lease.held_at(self.ctx.clock.now())}
+                "expired": not lease.held_at(lease_time(self.ctx.clock))}
 
     # -- transcript writes ----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any, TYPE_CHECKING
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
+from .dedup import BY_SAME_TEXT, DuplicateInbound, content_key, remember, repeats_within, seen_time, sender_of
 
 HUMAN = "human"
 QUEUED = "queued"
@@ -41,15 +42,26 @@ class InboxItem:
     session_id: str | None
     turn_id: str | None
     source: dict[str, Any] | None  # the latest source: the one a reply goes back to
+    # Replies given before (replayed traffic), one per text: whoever runs the item records them.
+    replies: tuple[str | None, ...] = ()
+    last_at: datetime | None = None  # when its latest text arrived (text batching waits from then)
 
     @property
     def text(self) -> str:
         return "\n".join(self.texts)
 
+    @property
+    def recorded_reply(self) -> str | None:
+        """The replies recorded with the item's messages, in order, or None when there are none."""
+        given = [r for r in self.replies if r is not None]
+        return "\n".join(given) if given else None
+
     @classmethod
     def of(cls, raw: dict[str, Any]) -> "InboxItem":
+        replies = raw.get("replies") or {}
         return cls(raw["item_id"], raw["kind"], tuple(raw["texts"]), tuple(raw["message_ids"]), raw["accepted_at"],
-                   raw["started"], raw["session_id"], raw["turn_id"], raw["source"])
+                   raw["started"], raw["session_id"], raw["turn_id"], raw["source"],
+                   tuple(replies.get(str(i)) for i in range(len(raw["texts"]))), raw.get("last_at"))
 
 
 class InboxFull(Exception):
@@ -75,6 +87,7 @@ class Inbox(TurnlogAggregate):
             inbox.session_key = self.session_key
             inbox.items = []
             inbox.accepted = 0
+            inbox.seen = {}  # content key -> first sighting, POSIX time (dedup.py)
 
     class Accepted(TurnlogAggregate.Event):
         TOPIC = "turnlog:InboundAccepted"
@@ -87,11 +100,16 @@ class Inbox(TurnlogAggregate):
 
         def apply(self, inbox: "Inbox") -> None:
             inbox.accepted = inbox.accepted + 1
+            sender = sender_of(self.source) if self.kind == HUMAN else None
+            if sender is not None:
+                # Only accepted messages are remembered: a repeat inside the window was refused,
+                # so an accepted one is a first sighting (Hermes: TTL from first sighting).
+                inbox.seen = remember(getattr(inbox, "seen", {}), content_key(sender, self.text), self.timestamp)
             if self.merged_into is not None:
                 item = inbox._raw(self.merged_into)
                 inbox._replace({**item, "texts": [*item["texts"], self.text],
                                 "message_ids": [*item["message_ids"], self.message_id],
-                                "source": self.source or item["source"]})
+                                "source": self.source or item["source"], "last_at": self.timestamp})
                 return
             inbox.items = [*inbox.items, {
                 "item_id": self.item_id, "kind": self.kind, "texts": [self.text], "message_ids": [self.message_id],
@@ -104,6 +122,31 @@ class Inbox(TurnlogAggregate):
         text: str
         message_id: str | None
         reason: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            pass
+
+    class ReplyAttached(TurnlogAggregate.Event):
+        """A reply given before (a replayed message's): it travels with the item to whichever turn runs it."""
+
+        TOPIC = "turnlog:InboundReplyAttached"
+        item_id: str
+        reply: str
+
+        def apply(self, inbox: "Inbox") -> None:
+            item = inbox._raw(self.item_id)
+            index = str(len(item["texts"]) - 1)  # the text accepted just before, in the same transaction
+            inbox._replace({**item, "replies": {**(item.get("replies") or {}), index: self.reply}})
+
+    class DuplicateRefused(TurnlogAggregate.Event):
+        """A message that repeats one already accepted: recorded, never run."""
+
+        TOPIC = "turnlog:InboundDuplicateRefused"
+        kind: str
+        message_id: str | None
+        reason: str  # message_id | same_text
+        duplicate_of: str | None  # the item the first sighting went into, when known
+        first_seen_at: datetime | None
 
         def apply(self, inbox: "Inbox") -> None:
             pass
@@ -157,9 +200,32 @@ class Inbox(TurnlogAggregate):
     def depth(self) -> int:
         return len(self.pending())
 
+    def first_seen(self, source: dict[str, Any] | None, text: str) -> float | None:
+        """When (POSIX time) this sender's same text was first accepted here (None if not remembered)."""
+        sender = sender_of(source)
+        return getattr(self, "seen", {}).get(content_key(sender, text)) if sender is not None else None
+
+    def check_repeat(self, kind: str, text: str, *, source: dict[str, Any] | None, at: datetime,
+                     window_s: float) -> None:
+        """Raises DuplicateInbound when a human text repeats this sender's within the window."""
+        if kind != HUMAN:
+            return
+        first = self.first_seen(source, text)
+        if repeats_within(first, at, window_s):
+            raise DuplicateInbound(BY_SAME_TEXT, (source or {}).get("message_id"), None, seen_time(first))
+
+    def refuse_duplicate(self, kind: str, duplicate: DuplicateInbound, *, at: datetime, actor: str,
+                         cause: str) -> None:
+        self.record(Inbox.DuplicateRefused, at=at, actor=actor, cause=cause, kind=kind,
+                    message_id=duplicate.message_id, reason=duplicate.reason, duplicate_of=duplicate.duplicate_of,
+                    first_seen_at=duplicate.first_seen_at)
+
     def accept(self, kind: str, text: str, *, message_id: str | None, source: dict[str, Any] | None,
-               at: datetime, actor: str, cause: str) -> str:
-        """Returns the id of the item the message went into (a new one, or the tail it merged into)."""
+               at: datetime, actor: str, cause: str, reply: str | None = None) -> str:
+        """Returns the id of the item the message went into (a new one, or the tail it merged into).
+
+        `reply` is a reply already given to this message (replayed traffic); see ReplyAttached.
+        """
         if kind not in KINDS:
             raise ValueError(f"unknown inbound kind {kind!r}")
         pending = self.pending()
@@ -172,6 +238,8 @@ class Inbox(TurnlogAggregate):
         item_id = merged_into or f"{self.accepted + 1}"
         self.record(Inbox.Accepted, at=at, actor=actor, cause=cause, item_id=item_id, kind=kind, text=text,
                     message_id=message_id, source=source, merged_into=merged_into)
+        if reply is not None:
+            self.record(Inbox.ReplyAttached, at=at, actor=actor, cause=cause, item_id=item_id, reply=reply)
         return item_id
 
     def start(self, item_id: str, *, session_id: str, turn_id: str, at: datetime, actor: str, cause: str) -> None:

@@ -151,21 +151,24 @@ class TurnLease(TurnlogAggregate):
         return self.owner is not None and self.expires_at is not None and now < self.expires_at
 
     def acquire(self, *, owner: str, owner_key: str, generation: int, turn_id: str, ttl_s: float,
-                at: datetime, actor: str, cause: str) -> int:
-        if self.held_at(at):
-            raise LeaseHeld(self.owner or "", self.owner_key or "", self.expires_at or at)
+                at: datetime, actor: str, cause: str, lease_now: datetime | None = None) -> int:
+        """`lease_now`: the time expiry is judged by when it is not the event's `at` (a replay)."""
+        basis = lease_now or at
+        if self.held_at(basis):
+            raise LeaseHeld(self.owner or "", self.owner_key or "", self.expires_at or basis)
         taken_over_from = self.owner  # still set only if the previous holder never released
         self.record(TurnLease.Acquired, at=at, actor=actor, cause=cause, epoch=self.epoch + 1, owner=owner,
                     owner_key=owner_key, generation=generation, turn_id=turn_id,
-                    expires_at=at + timedelta(seconds=ttl_s), taken_over_from=taken_over_from)
+                    expires_at=basis + timedelta(seconds=ttl_s), taken_over_from=taken_over_from)
         return self.epoch
 
     def holds(self, epoch: int, at: datetime) -> bool:
         return self.epoch == epoch and self.held_at(at)
 
-    def renew(self, *, epoch: int, ttl_s: float, last_seq: int, at: datetime, actor: str, cause: str) -> None:
+    def renew(self, *, epoch: int, ttl_s: float, last_seq: int, at: datetime, actor: str, cause: str,
+              lease_now: datetime | None = None) -> None:
         self.record(TurnLease.Renewed, at=at, actor=actor, cause=cause, epoch=epoch,
-                    expires_at=at + timedelta(seconds=ttl_s), last_seq=last_seq)
+                    expires_at=(lease_now or at) + timedelta(seconds=ttl_s), last_seq=last_seq)
 
     def release(self, *, epoch: int, outcome: str, at: datetime, actor: str, cause: str) -> bool:
         if self.epoch != epoch or self.owner is None:

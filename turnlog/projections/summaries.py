@@ -52,6 +52,10 @@ SUMMARIES: dict[str, Summary] = {
     + (f" (merged into item {d['merged_into']})" if d.get("merged_into") else f" as item {d.get('item_id')}")
     + f": {_short(d.get('text'), 32)}",
     "InboundRejected": lambda d: f"{d.get('kind')} message refused ({d.get('reason')})",
+    "InboundDuplicateRefused": lambda d: f"{d.get('kind')} message {d.get('message_id') or ''} refused as a repeat"
+    + f" ({d.get('reason')}" + (f", first in item {d['duplicate_of']})" if d.get("duplicate_of") else ")"),
+    "InboundReplyAttached": lambda d: f"recorded reply for item {d.get('item_id')}: {_short(d.get('reply'), 32)}",
+    "InboundMessageFirstSeen": lambda d: f"message {d.get('message_id')} first seen (item {d.get('item_id')})",
     "InboundStarted": lambda d: f"item {d.get('item_id')} started on {d.get('session_id')}",
     "InboundCompleted": lambda d: f"item {d.get('item_id')} completed ({d.get('outcome')})",
     "InboundDropped": lambda d: f"items {', '.join(d.get('item_ids') or [])} dropped ({d.get('reason')})",
