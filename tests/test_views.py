@@ -30,7 +30,8 @@ def test_no_sql_on_a_projection_table_outside_projections():
     pattern = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+\[?(" + "|".join(sorted(tables)) + r")\b", re.IGNORECASE)
     offenders = []
     for path in ROOT.rglob("*.py"):
-        if "projections" in path.relative_to(ROOT).parts:
+        # turnlog/hermes reads and writes Hermes' own state.db, whose `sessions` is Hermes' table.
+        if {"projections", "hermes"} & set(path.relative_to(ROOT).parts):
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if pattern.search(line) and ("SELECT" in line.upper() or "INSERT" in line.upper()
