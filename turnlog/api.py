@@ -17,6 +17,7 @@ from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
 from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
 from .commands.inbound import resume as resume_turn
+from .commands.keeper import Keeper
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
@@ -25,6 +26,7 @@ from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.transcript import transcript_id
+from .projections.usage import usage_of
 from .export import export_lineage, export_session
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
@@ -90,6 +92,9 @@ class Turnlog:
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries,
                                          lambda sql, params: self._query(sql, params))
+        # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
+        self.keeper = Keeper(self.ctx, self.turns)
+        self.inbound.keeper = self.recovery.keeper = self.keeper
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
             self.app, self.location.views_path,
@@ -103,6 +108,7 @@ class Turnlog:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
+        self.keeper.close()
         self.projections.close()
         self.app.close()
 
@@ -210,6 +216,10 @@ class Turnlog:
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order, read from the log itself (always current)."""
         return [_message_dict(e) for e in self.turns.transcript(session_id)]
+
+    def usage(self, session_id: str) -> list[dict[str, Any]]:
+        """Model and token usage recorded with the session's messages (rich replies), by seq."""
+        return usage_of(self.app, self.turns.transcript(session_id))
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
 

@@ -15,6 +15,7 @@ BackgroundGuard = Callable[[str, str], "bool | Iterable[datetime]"]
 
 DEFAULT_LEASE_TIMEOUT_S = 1800.0
 DEFAULT_LEASE_TTL_S = 30.0
+DEFAULT_HEARTBEAT_TTL_S = 60.0
 
 
 def _float_env(name: str, default: float) -> float:
@@ -42,6 +43,9 @@ class EngineConfig:
         default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT_S)
     )
     lease_ttl_s: float = field(default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TTL", DEFAULT_LEASE_TTL_S))
+    # How long a gateway boot counts as alive after its last heartbeat (renewed every third of it).
+    heartbeat_ttl_s: float = field(
+        default_factory=lambda: _float_env("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S))
 
     def key_options(self) -> dict[str, Any]:
         return {

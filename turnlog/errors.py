@@ -31,3 +31,8 @@ class StaleLease(TurnlogError):
 
 class GatewayStillRunning(TurnlogError):
     """A boot of the gateway is alive in another process: it cannot be recovered or replaced."""
+
+
+class TurnCancelled(StaleLease):
+    """The running turn lost its lease (revoked by /stop or /new, taken over after a stall): the
+    lease keeper cancelled it, and nothing it writes afterwards is accepted."""
