@@ -203,10 +203,10 @@ class InboundCommands:
             if not isinstance(reply, str):
                 return run_as(running, lambda: write_rich(self, token, session_key, inbox_uuid, item, reply,
                                                           sender, cause))
+            return self._reply_and_deliver(token, session_key, inbox_uuid, item, reply, sender, cause), reply_seq
         except BaseException as failure:
-            self._fail_turn(token, inbox_uuid, item, cause)
+            self._fail_turn(token, inbox_uuid, item, cause)  # a no-op once the turn was released
             raise _cancelled(running, failure) from failure
-        return self._reply_and_deliver(token, session_key, inbox_uuid, item, reply, sender, cause), reply_seq
 
     def _fail_turn(self, token: LeaseToken, inbox_uuid: UUID | None, item: InboxItem, cause: str) -> None:
         """The agent raised: release the lease and close the item, so the key is not wedged.

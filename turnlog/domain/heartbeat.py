@@ -2,8 +2,8 @@
 
 A boot records its heartbeat in the same transaction as its start, and its lease keeper renews it
 every third of `heartbeat_ttl_s`; a clean stop ends it. Another boot is treated as dead — its rows
-reclaimed, its turns recovered — only once its heartbeat has expired (or ended, or, on the same
-host, its process is gone). Each boot writes its own stream, so renewals never contend with each
+reclaimed, its turns recovered — only once its heartbeat has expired or ended — or, on its own
+host, where the process table needs no clock, once its process is gone. Each boot writes its own stream, so renewals never contend with each
 other or with the gateway's boot list, and a renewal needs no read: one small event per third of
 the TTL per running boot (about 4,300 events a day per boot at the default 60 s).
 """
