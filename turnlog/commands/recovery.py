@@ -29,6 +29,7 @@ from ..domain import heartbeat as liveness
 from ..domain.gateway import Gateway, gateway_id
 from ..domain.heartbeat import Heartbeat, heartbeat_id
 from ..domain.inbox import WAKEUP, Inbox, InboxItem
+from ..domain.reply import turn_answer
 from ..domain.lease import RESTART_RECOVERY, TurnLease
 from ..domain.silence import outbound_for_reply
 from ..domain.transcript import MessageAppended, transcript_id
@@ -302,7 +303,7 @@ class RecoveryCommands:
             cause = f"recovery:{boot_id}"
             turn_id, owner_key, epoch = lease.turn_id, lease.owner_key, lease.epoch
             turn_messages = self._turn_messages(session_id, lease.epoch)
-            reply = next((m for m in reversed(turn_messages) if m.role == "assistant"), None)
+            reply = turn_answer(turn_messages)
             inbox, item = self._in_flight(lease.turn_id, session_id)
             internal = item is not None and item.kind == WAKEUP
             items: list[Any] = [lease]

@@ -131,6 +131,13 @@ def messages_of(reply: Any) -> Iterator[ReplyMessage]:
         yield ReplyMessage.of(raw)
 
 
+def turn_answer(turn: Sequence[Any]) -> Any | None:
+    """The turn's answer, if it got that far: its last message, when that is an assistant message
+    without tool calls. A turn that stopped inside its tool loop has none, so it is resumed."""
+    last = turn[-1] if turn else None
+    return last if last is not None and last.role == "assistant" and not last.tool_calls else None
+
+
 def completed_tool_calls(turn: Sequence[Any]) -> list[str]:
     """Names (with ids) of the tool calls answered in a turn's messages: what a resume must not redo."""
     return [f"{m.name or 'tool'} ({m.tool_call_id})" for m in turn if m.role == "tool"]
