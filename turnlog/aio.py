@@ -6,8 +6,11 @@ every piece of store work runs in a worker thread, and at most `store_threads` o
 work at once (a thread waiting for the agent or the platform gives its slot back), so the loop
 stays responsive however many turns are running. Keys run concurrently; one key's messages are
 accepted in arrival order and its turns run one at a time, oldest first (the sync engine's rule:
-the inbox is FIFO and the lease admits one turn). The lease keeper cancels a turn whose lease was
-lost: its agent task gets CancelledError and handle_message raises TurnCancelled.
+the inbox is FIFO and the lease admits one turn). A turn holds no thread while its agent is
+awaited; its reply is written, sent (the send awaited on the loop) and settled in a worker
+thread, and an async-generator agent's messages are pulled from that thread. The lease keeper
+cancels a turn whose lease was lost: its agent task gets CancelledError and handle_message raises
+TurnCancelled.
 
     at = AsyncTurnlog(Turnlog("gateway.db"))
     await at.start_gateway("main")
@@ -23,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
 from .api import Turnlog
-from .commands.inbound import TurnOutcome
+from .commands.inbound import TurnOutcome, _cancelled
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
 from .domain.source import SessionSource
@@ -33,17 +36,22 @@ AsyncAgent = Callable[[Sequence[Any], InboxItem], Any]  # a coroutine function o
 AsyncSend = Callable[[str], Awaitable[Any]]
 AsyncSweepSend = Callable[[dict[str, Any], str], Awaitable[Any]]
 
-DEFAULT_STORE_THREADS = 4
-DEFAULT_MAX_TURNS = 512
+DEFAULT_STORE_THREADS = 2
+DEFAULT_THREADS = 16
 
 
 class AsyncTurnlog:
     def __init__(self, turnlog: Turnlog, *, store_threads: int = DEFAULT_STORE_THREADS,
-                 max_turns: int = DEFAULT_MAX_TURNS) -> None:
+                 threads: int = DEFAULT_THREADS) -> None:
         self.turnlog = turnlog
         self._slots = threading.BoundedSemaphore(store_threads)
-        # A running turn keeps its thread while its agent is awaited (without a store slot).
-        self._threads = ThreadPoolExecutor(max_workers=max_turns, thread_name_prefix="turnlog-aio")
+        # A thread waiting for a send or an async generator's next message gives its slot back.
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="turnlog-aio")
+        # Started now, not on the loop: starting a thread waits for it, which would stall the loop.
+        ready = threading.Barrier(threads + 1)
+        for _ in range(threads):
+            self._threads.submit(ready.wait)
+        ready.wait()
         self._accepting: dict[str, asyncio.Lock] = {}
         self._running: dict[str, asyncio.Lock] = {}
 
@@ -112,14 +120,41 @@ class AsyncTurnlog:
 
     async def _run_turns(self, source: SessionSource, agent: AsyncAgent, send: AsyncSend,
                          timeout: float | None) -> list[TurnOutcome]:
-        responder, sender = self._bridge(asyncio.get_running_loop(), agent, send)
+        outcomes = []
+        while (outcome := await self._run_one(source, agent, send, timeout)) is not None:
+            outcomes.append(outcome)
+        return outcomes
 
-        def turns() -> list[TurnOutcome]:
-            outcomes = []
-            while (outcome := self.turnlog.run_next(source, responder, sender, timeout=timeout)) is not None:
-                outcomes.append(outcome)
-            return outcomes
-        return await self.run(turns)
+    async def _run_one(self, source: SessionSource, agent: AsyncAgent, send: AsyncSend,
+                       timeout: float | None) -> TurnOutcome | None:
+        """One turn: its start in a worker thread, the agent on the loop (no thread held while it
+        thinks), then its reply written, sent and settled in a worker thread."""
+        loop = asyncio.get_running_loop()
+        inbound = self.turnlog.inbound
+        turn = await self.run(inbound.begin_next, source, timeout=timeout)
+        if turn is None:
+            return None
+        keeper = self.turnlog.keeper
+        running = keeper.keep(turn.token)
+        try:
+            history = await self.run(self.turnlog.turns.transcript, turn.token.session_id)
+            reply = agent(history, turn.item)
+            if inspect.isawaitable(reply):
+                task = asyncio.ensure_future(reply)
+                running.cancel.on_cancel(lambda _reason: loop.call_soon_threadsafe(task.cancel))
+                reply = await task
+        except BaseException as failure:
+            await self.run(inbound._fail_turn, turn.token, turn.inbox_uuid, turn.item, turn.cause)
+            raise _cancelled(running, failure) from failure
+        if inspect.isasyncgen(reply) or hasattr(reply, "__anext__"):
+            stream = reply
+            responder = lambda history, item: self._pull(loop, stream)  # noqa: E731
+        else:
+            responder = lambda history, item: reply  # noqa: E731
+        _, sender = self._bridge(loop, agent, send)
+        state, reply_seq = await self.run(inbound._respond, turn.token, turn.session_key, turn.inbox_uuid,
+                                          turn.item, responder, sender, turn.cause)
+        return turn.outcome(state, reply_seq)
 
     async def start_gateway(self, name: str = "main") -> Any:
         return await self.run(self.turnlog.start_gateway, name)

@@ -65,6 +65,22 @@ class TurnOutcome:
     reason: str | None
 
 
+@dataclass(frozen=True)
+class StartedTurn:
+    token: LeaseToken
+    session_key: str
+    inbox_uuid: UUID
+    item: InboxItem
+    cause: str
+    user_seq: int
+    routed: RouteResult
+
+    def outcome(self, state: str | None, reply_seq: int) -> TurnOutcome:
+        t = self.token
+        return TurnOutcome(self.session_key, t.session_id, self.item.item_id, t.epoch, t.turn_id, self.user_seq,
+                           reply_seq, state, self.routed.created, self.routed.reason)
+
+
 class InboundCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
                  deliveries: DeliveryCommands) -> None:
@@ -148,6 +164,17 @@ class InboundCommands:
 
         `routed` is this key's routing decision when the caller has just made it.
         """
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed)
+        if turn is None:
+            return None
+        state, reply_seq = self._respond(turn.token, turn.session_key, turn.inbox_uuid, turn.item, responder,
+                                         sender, turn.cause)
+        return turn.outcome(state, reply_seq)
+
+    def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
+                   routed: RouteResult | None = None) -> "StartedTurn | None":
+        """A turn's first step: route the key's oldest pending item, take the lease, start the item
+        and append its user message (one transaction). The asyncio API runs the agent after it."""
         rk = self.routing.routing_key(source)
         inbox = self.inbox(rk, fresh=True)
         pending = inbox.pending() if inbox is not None else []
@@ -187,11 +214,8 @@ class InboundCommands:
                                        before_save=start_turn)
         except _NothingPending:
             return None
-        item: InboxItem = started["item"]
-        cause = started["cause"]
-        state, reply_seq = self._respond(token, rk.key, inbox_id(rk.route_id), item, responder, sender, cause)
-        return TurnOutcome(rk.key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
-                           reply_seq, state, routed.created, routed.reason)
+        return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"], started["seq"],
+                           routed)
 
     def _respond(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
                  responder: Responder, sender: Sender, cause: str) -> tuple[str | None, int]:
