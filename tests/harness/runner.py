@@ -84,6 +84,19 @@ def _wait_booting(proc: subprocess.Popen) -> None:
         proc.stdout.readline()
 
 
+def _final_run(proc: subprocess.Popen, what: str) -> list[str]:
+    """Wait for a final (never killed) child; the errors it leaves, if any."""
+    try:
+        _, err_b = proc.communicate(timeout=FINAL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return [f"{what} did not finish"]
+    if proc.returncode != 0:
+        return [f"{what} exited with {proc.returncode}: {_last_line(err_b.decode())}"]
+    return []
+
+
 def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | None = None,
                 progress: Callable[[int, int, int], None] | None = None) -> Result:
     began = time.monotonic()
@@ -125,28 +138,10 @@ def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | No
             progress(r + 1, rounds, kills)
     at += timedelta(seconds=ROUND_SPAN_S + 90)
     if second_ran:  # the second gateway's own clean final run: it recovers its killed boots
-        second = _child(db, sent, seed, rounds, at, length, length, final=True, serve=SECOND_GATEWAY)
-        try:
-            _, err_b = second.communicate(timeout=FINAL_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            second.kill()
-            _, err_b = second.communicate()
-            errors.append("the second gateway's final run did not finish")
-        else:
-            if second.returncode != 0:
-                errors.append(f"the second gateway's final run exited with {second.returncode}:"
-                              f" {_last_line(err_b.decode())}")
+        errors += _final_run(_child(db, sent, seed, rounds, at, length, length, final=True, serve=SECOND_GATEWAY),
+                             "the second gateway's final run")
         at += timedelta(seconds=5)
-    proc = _child(db, sent, seed, rounds, at, length, length, final=True)
-    try:
-        _, err_b = proc.communicate(timeout=FINAL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err_b = proc.communicate()
-        errors.append("the final clean run did not finish")
-    else:
-        if proc.returncode != 0:
-            errors.append(f"the final clean run exited with {proc.returncode}: {_last_line(err_b.decode())}")
+    errors += _final_run(_child(db, sent, seed, rounds, at, length, length, final=True), "the final clean run")
     report = check(str(db), str(sent))
     return Result(rounds, kills, report, errors, time.monotonic() - began)
 

@@ -44,6 +44,7 @@ class Heartbeat(TurnlogAggregate):
 
         def apply(self, hb: "Heartbeat") -> None:
             hb.expires_at = self.expires_at
+            hb.ended = False  # the same instance may start its gateway again after a stop
 
     class Ended(TurnlogAggregate.Event):
         TOPIC = "turnlog:HeartbeatEnded"
