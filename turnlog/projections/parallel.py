@@ -48,7 +48,13 @@ POLL_S = 0.05
 
 
 def can_share(runner: "ProjectionRunner") -> bool:
-    return hasattr(os, "fork") and threading.active_count() == 1 and runner.log.direct
+    return hasattr(os, "fork") and _busy_threads() == 1 and runner.log.direct
+
+
+def _busy_threads() -> int:
+    """Threads besides those that say they hold nothing a forked child could need (`idle_at_fork`:
+    the lease keeper with no turn or heartbeat to keep)."""
+    return sum(1 for t in threading.enumerate() if not getattr(t, "idle_at_fork", False))
 
 
 def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo: int) -> list[list[str]]:
