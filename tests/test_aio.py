@@ -122,17 +122,22 @@ def test_one_key_runs_its_turns_one_at_a_time_in_arrival_order(tmp_path):
         nonlocal running
         running += 1
         assert running == 1
-        await asyncio.sleep(0.05)
+        first_running.set()
+        await asyncio.sleep(0.2)
         running -= 1
         order.append(item.text)
         return "ok"
 
+    first_running = asyncio.Event()
+
     async def main() -> None:
         async def noop(text):
             return None
-        # five messages on one key, arriving while the first turn runs: accepted in arrival order;
-        # the burst merges into one pending item (the queue rule), answered by the second turn
-        await asyncio.gather(*(handle_message(t, source(1, n), f"m{n}", agent, noop) for n in range(5)))
+        first = asyncio.create_task(handle_message(t, source(1, 0), "m0", agent, noop))
+        await first_running.wait()
+        # four more messages arrive while the first turn runs: accepted in arrival order, the burst
+        # merges into one pending item (the queue rule), answered by the second turn
+        await asyncio.gather(first, *(handle_message(t, source(1, n), f"m{n}", agent, noop) for n in range(1, 5)))
 
     try:
         asyncio.run(main())
