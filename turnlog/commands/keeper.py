@@ -97,6 +97,7 @@ class Keeper:
         self._heartbeat: Heartbeat | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._working = threading.Lock()
         self._closed = False
         self._thread: threading.Thread | None = None
         turns.on_release = self.release
@@ -107,15 +108,8 @@ class Keeper:
         running = RunningTurn(token)
         with self._lock:
             self._kept[(token.session_id, token.epoch)] = running
-            self._mark_idle()
         self._ensure_thread()
         return running
-
-    def _mark_idle(self) -> None:
-        """Under self._lock: with nothing to keep, the thread holds nothing a forked rebuild helper
-        could need (projections/parallel.py counts it out then)."""
-        if self._thread is not None:
-            self._thread.idle_at_fork = not self._kept and self._heartbeat is None  # type: ignore[attr-defined]
 
     def release(self, token: LeaseToken) -> None:
         """Stop renewing the token's lease; returns once no renewal of it is in progress."""
@@ -124,8 +118,6 @@ class Keeper:
         if running is not None:
             with self.turns.write_lock(token):
                 pass
-            with self._lock:
-                self._mark_idle()  # only now: no renewal of it is in progress
 
     def kept(self) -> list[RunningTurn]:
         with self._lock:
@@ -134,14 +126,12 @@ class Keeper:
     def start_heartbeat(self, heartbeat: Heartbeat) -> None:
         with self._lock:
             self._heartbeat = heartbeat
-            self._mark_idle()
         self._ensure_thread()
 
     def end_heartbeat(self, *, actor: str, cause: str) -> Heartbeat | None:
         """Stop renewing; returns the heartbeat with its pending end, to save with the stop."""
         with self._lock:
             heartbeat, self._heartbeat = self._heartbeat, None
-            self._mark_idle()
         if heartbeat is not None:
             heartbeat.end(at=self.ctx.clock.now(), actor=actor, cause=cause)
         return heartbeat
@@ -159,7 +149,9 @@ class Keeper:
         with self._lock:
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name="turnlog-keeper", daemon=True)
-                self._mark_idle()
+                # It works only while holding this lock, so a rebuild can fork a helper while it
+                # holds it still (projections/parallel.py).
+                self._thread.fork_guard = self._working  # type: ignore[attr-defined]
                 self._thread.start()
 
     def _poll_s(self) -> float:
@@ -172,7 +164,8 @@ class Keeper:
             if self._closed:
                 return
             try:
-                self.tick()
+                with self._working:
+                    self.tick()
             except Exception:  # noqa: BLE001 - a database hiccup: try again at the next poll
                 log.exception("the lease keeper's renewal failed; retrying")
 
@@ -193,7 +186,6 @@ class Keeper:
                 except StaleLease as lost:
                     with self._lock:
                         self._kept.pop((token.session_id, token.epoch), None)
-                        self._mark_idle()
                     running.cancel.cancel(str(lost))
         self._beat()
 
