@@ -65,4 +65,5 @@ def test_a_failing_line_leaves_nothing_of_itself_in_the_log(tmp_path):
     assert result.exit_code == 1
     assert "line 1: at is not an ISO time" in result.stderr
     topics = {row[0] for row in sqlite3.connect(db).execute("SELECT topic FROM stored_events")}
-    assert topics == {"turnlog:GatewayRegistered", "turnlog:GatewayStarted", "turnlog:GatewayStopped"}
+    assert topics == {"turnlog:GatewayRegistered", "turnlog:GatewayStarted", "turnlog:GatewayStopped",
+                      "turnlog:HeartbeatStarted", "turnlog:HeartbeatEnded"}  # the replay's boot, nothing of the line

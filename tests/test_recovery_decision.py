@@ -41,9 +41,9 @@ class Item:
 
 def test_a_finished_turn_answers_its_item_and_after_an_interruption_the_earlier_ones():
     waiting = [Item("1", "s1"), Item("2", "s1"), Item("3", "s2")]
-    assert answered_items(waiting, "2", "s1", resumed=False) == [("2", "answered")]
-    assert answered_items(waiting, "2", "s1", resumed=True) == [("1", "answered_by_later_turn"),
+    assert answered_items(waiting, "2", "s1", closes_cut_off=False) == [("2", "answered")]
+    assert answered_items(waiting, "2", "s1", closes_cut_off=True) == [("1", "answered_by_later_turn"),
                                                                 ("2", "answered")]
-    assert answered_items(waiting, None, "s1", resumed=True) == [("1", "answered_by_later_turn"),
+    assert answered_items(waiting, None, "s1", closes_cut_off=True) == [("1", "answered_by_later_turn"),
                                                                  ("2", "answered_by_later_turn")]
-    assert answered_items(waiting, None, "s1", resumed=False) == []
+    assert answered_items(waiting, None, "s1", closes_cut_off=False) == []

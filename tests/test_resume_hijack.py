@@ -56,7 +56,9 @@ def test_a_refused_resume_on_a_key_never_routed_creates_no_session(t):
 
     assert result.changed is False and "not one of this chat's sessions" in result.reply
     assert {s["session_id"] for s in t.sessions()} == before
-    assert [h.event for h in t.history(t.routing_key(ATTACKER))] == ["RouteRegistered", "ResumeRefused"]
+    # The command's message id is remembered (inbound dedup); no session or binding is made.
+    assert [h.event for h in t.history(t.routing_key(ATTACKER))] == ["InboundMessageFirstSeen", "RouteRegistered",
+                                                                    "ResumeRefused"]
 
 
 def test_a_chat_resumes_a_session_it_had_before(t):

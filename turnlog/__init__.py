@@ -3,14 +3,16 @@
 from .api import DEFAULT_DB, HistoryEntry, Turnlog
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
+from .commands.keeper import CancelToken, RunningTurn, current_turn
 from .commands.routing import RouteResult
 from .config import EngineConfig, TextBatching
 from .domain.context_prompt import build_session_context
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
 from .domain.policy import ResetPolicies, ResetPolicy
+from .domain.reply import ReplyMessage, Usage
 from .domain.source import ChatType, Platform, SessionSource
 from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
-                     StoreError, TurnlogError)
+                     StoreError, TurnCancelled, TurnlogError)
 from .errors import SessionOwnedElsewhere
 
 __all__ = [
@@ -21,4 +23,5 @@ __all__ = [
     "ConflictError", "GatewayStillRunning", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError",
     "TurnlogError",
     "SessionOwnedElsewhere",
+    "CancelToken", "RunningTurn", "current_turn", "ReplyMessage", "Usage", "TurnCancelled",
 ]

@@ -17,6 +17,7 @@ from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
 from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
 from .commands.inbound import resume as resume_turn
+from .commands.keeper import Keeper
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
@@ -28,6 +29,7 @@ from .commands.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
+from .projections.usage import usage_of
 from .export import export_lineage, export_session
 from .hermes.exporter import ExportReport, export_home
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
@@ -120,11 +122,15 @@ class Turnlog:
         # Reads go through the views; writable, the facade catches the read models up first.
         self.views = Views(self.projections, self.app, refresh=self.catch_up)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)
+        # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
+        self.keeper = Keeper(self.ctx, self.turns)
+        self.inbound.keeper = self.recovery.keeper = self.keeper
         self.forks = ForkCommands(self.ctx)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
+        self.keeper.close()
         self.projections.close()
         self.app.close()
 
@@ -234,6 +240,10 @@ class Turnlog:
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order, read from the log itself (always current)."""
         return self.views.transcript(session_id)
+
+    def usage(self, session_id: str) -> list[dict[str, Any]]:
+        """Model and token usage recorded with the session's messages (rich replies), by seq."""
+        return usage_of(self.app, self.turns.transcript(session_id))
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
 

@@ -17,6 +17,7 @@ BackgroundGuard = Callable[[str, str], "bool | Iterable[datetime]"]
 
 DEFAULT_LEASE_TIMEOUT_S = 1800.0
 DEFAULT_LEASE_TTL_S = 30.0
+DEFAULT_HEARTBEAT_TTL_S = 60.0
 
 
 def _float_env(name: str, default: float) -> float:
@@ -53,6 +54,9 @@ class EngineConfig:
     # Text batching (domain/batching.py), off unless platforms are named: with it, handle_message only
     # accepts a text and the gateway runs the merged burst with Turnlog.run_due_batches on a timer.
     text_batching: TextBatching = field(default_factory=TextBatching)
+    # How long a gateway boot counts as alive after its last heartbeat (renewed every third of it).
+    heartbeat_ttl_s: float = field(
+        default_factory=lambda: _float_env("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S))
 
     def key_options(self) -> dict[str, Any]:
         return {

@@ -43,3 +43,8 @@ class AmbiguousKey(InvalidRequest):
 
 class ReadOnlyDatabase(StoreError):
     """The database (or its folder) is read-only and the operation would write to it."""
+
+
+class TurnCancelled(StaleLease):
+    """The running turn lost its lease (revoked by /stop or /new, taken over after a stall): the
+    lease keeper cancelled it, and nothing it writes afterwards is accepted."""

@@ -6,8 +6,8 @@
 2. Duplicates are explained: a reply is sent more than once only when its earlier attempt was
    recorded and its delivery was not; every send after the first carries the recovered prefix;
    a send without a recorded attempt, or after the delivery was recorded, is a violation.
-3. Every interrupted turn (a lease revoked by recovery, no reply persisted) is resumed at most
-   once; a resume needs an interruption to resume; at the end it has been resumed, answered by a
+3. Every interrupted turn (a lease revoked by recovery, or taken over after its holder died, no
+   reply persisted) is resumed at most once; a resume needs an interruption to resume; at the end it has been resumed, answered by a
    later turn, or its session is still resume_pending (stale, or never given a clean boot), or
    suspended. A clean boot leaves no fresh, resumable session unresumed.
 4. No turn is both re-delivered and answered again: at most one reply is recorded per inbound item.
@@ -26,6 +26,7 @@ from typing import Any
 from turnlog import Turnlog
 
 from .adapter import read_sent
+from .child import LEASE_TTL_S
 from .log import Logged, iter_events
 
 PREFIX = "♻️ Recovered reply"
@@ -48,6 +49,8 @@ class Turn:
     epoch: int
     turn_id: str
     acquired_at: int  # log position
+    acquired_time: Any = None
+    ended_time: Any = None
     messages: list[Any] = field(default_factory=list)
     end: tuple[str, str] | None = None  # ("released", outcome) | ("revoked", reason)
 
@@ -82,6 +85,7 @@ class Checker:
         self.items: dict[tuple[Any, str], dict[str, Any]] = {}
         self.message_item: dict[str, tuple[Any, str]] = {}
         self.boots: list[dict[str, Any]] = []
+        self.gateways: set[Any] = set()
 
     # -- reading ------------------------------------------------------------------------
 
@@ -114,11 +118,15 @@ class Checker:
             self.lease_session[oid] = ev.session_id
         elif name == "LeaseAcquired":
             sid = self.lease_session[oid]
-            self.turns[(sid, ev.epoch)] = Turn(sid, ev.epoch, ev.turn_id, e.position)
+            previous = self.turns.get((sid, ev.epoch - 1))
+            if ev.taken_over_from and previous is not None and previous.end is None:
+                previous.end = ("taken_over", ev.owner)  # its holder died (or stalled) and the TTL passed
+            self.turns[(sid, ev.epoch)] = Turn(sid, ev.epoch, ev.turn_id, e.position, ev.timestamp)
         elif name in ("LeaseReleased", "LeaseRevoked"):
             turn = self.turns.get((self.lease_session[oid], ev.epoch))
             if turn is not None and turn.end is None:
                 turn.end = ("released", ev.outcome) if name == "LeaseReleased" else ("revoked", ev.reason)
+                turn.ended_time = ev.timestamp
         elif name == "MessageAppended":
             turn = self.turns.get((ev.session_id, ev.epoch))
             if turn is not None:
@@ -150,6 +158,7 @@ class Checker:
             for item_id in ev.item_ids:
                 self.items[(oid, item_id)].update(state="dropped", outcome=ev.reason)
         elif name == "GatewayStarted":
+            self.gateways.add(oid)
             self.boots.append({"boot_id": ev.boot_id, "at": ev.timestamp, "stopped": None, "recovered": False})
         elif name == "GatewayStopped":
             for b in self.boots:
@@ -266,6 +275,12 @@ class Checker:
                         report.stats["interrupted_with_reply"] += 1
                 elif name == "LeaseAcquired":
                     turn = self.turns[(sid, ev.epoch)]
+                    cut_off = self.turns.get((sid, ev.epoch - 1))
+                    if ev.taken_over_from and cut_off is not None and not cut_off.replied:
+                        # Its holder died and another gateway took the lease over after the TTL: an
+                        # interruption too, though no recovery revoked it (a gateway of another name).
+                        owed = True
+                        report.stats["taken_over_turns"] += 1
                     if turn.resume:
                         report.stats["resumed_turns"] += 1
                         if not owed:
@@ -337,6 +352,11 @@ class Checker:
         s["sent"] = len(sent)
         s["sent_recovered"] = sum(1 for line in sent if line["text"].startswith(PREFIX))
         s["turns"] = len(self.turns)
+        s["gateways"] = len(self.gateways)
+        # completed turns that outlived the lease TTL (child.py's slow agents): only the keeper kept them
+        s["turns_longer_than_ttl"] = sum(
+            1 for t in self.turns.values() if t.end == ("released", "completed") and t.ended_time is not None
+            and (t.ended_time - t.acquired_time).total_seconds() > LEASE_TTL_S)
 
 
 def check(db: str, sent_path: str, *, final_clean: bool = True, freshness_window_s: float = 3600.0) -> Report:

@@ -9,7 +9,13 @@ sent again until the log has accepted its message. When every other key is idle 
 moment before that. With --final nothing hangs and nothing new is sent: the run finishes the
 work left behind and stops cleanly, so that the checker sees the settled state.
 
-Run as: python -m harness.child DB SENT_FILE SEED ROUND START_AT UPTO LENGTH [--final]
+With --serve NAME the child is a second live gateway of another name beside the round's main
+one: it sends nothing, it serves whatever waits in the shared log (both gateways race for the
+same keys' leases) for a moment, then drains. Some agents are slow: they think longer than the
+lease TTL, so only the lease keeper keeps their turns; both gateways' clocks run from the same
+wall-clock anchor, so they agree on when a lease expires.
+
+Run as: python -m harness.child DB SENT_FILE SEED ROUND START_AT UPTO LENGTH [--final] [--serve NAME]
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import threading
 import time
 from typing import Any, Sequence
 
-from turnlog import EngineConfig, ManualClock, Turnlog
+from datetime import datetime, timedelta
+
+from turnlog import EngineConfig, Turnlog
 
 from .adapter import FakeAdapter
 from .log import events
@@ -31,6 +39,29 @@ from .script import HUMAN, LOOP_KEY, QUEUE, WAKEUP, Step, key_of, make_script, s
 GATEWAY = "harness"
 SILENT = "[SILENT]"
 STEP_CLOCK_S = 0.1  # virtual time the dispatcher lets pass per scripted message
+LEASE_TTL_S = 1.0  # short, so that slow turns outlive it
+SLOW_EVERY = 5  # one scripted step in this many gets a slow agent
+SLOW_S = 1.5 * LEASE_TTL_S
+SERVE_S = 1.2  # how long a serving gateway looks for work before it drains
+
+
+class RoundClock:
+    """The round's virtual start plus the wall-clock time since the parent's anchor (the same for
+    every child of a round), plus what the dispatcher advanced it by."""
+
+    def __init__(self, start_at: str, anchor: float) -> None:
+        self.base = datetime.fromisoformat(start_at)
+        self.anchor = anchor
+        self.offset = 0.0
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self.base + timedelta(seconds=time.time() - self.anchor + self.offset)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.offset += seconds
 
 
 def reply_text(history: Sequence[Any], item: Any) -> str:
@@ -42,10 +73,13 @@ def reply_text(history: Sequence[Any], item: Any) -> str:
 
 class Child:
     def __init__(self, db: str, sent: str, seed: int, round_no: int, start_at: str, upto: int, length: int,
-                 final: bool) -> None:
+                 final: bool, serve: str | None = None, anchor: float | None = None, shared: bool = False) -> None:
         self.final = final
-        self.clock = ManualClock(start_at)
-        self.t = Turnlog(db, clock=self.clock, config=EngineConfig(freshness_window_s=3600))
+        self.serve = serve
+        self.shared = shared
+        self.gateway = serve or GATEWAY
+        self.clock = RoundClock(start_at, anchor if anchor is not None else time.time())
+        self.t = Turnlog(db, clock=self.clock, config=EngineConfig(freshness_window_s=3600, lease_ttl_s=LEASE_TTL_S))
         rng = random.Random(f"turnlog-kill9-child:{seed}:{round_no}")
         self.adapter = FakeAdapter(sent, linger_s=lambda: rng.uniform(0, 0.03), round=round_no, boot=self.t.owner)
         self.script = make_script(seed, length)
@@ -67,7 +101,8 @@ class Child:
             self.loop_busy.set()
             while True:  # the looping agent: never returns, only a kill ends it
                 time.sleep(3600)
-        time.sleep(max((s.think_ms for s in steps), default=5) / 1000)
+        slow = any(s.index % SLOW_EVERY == SLOW_EVERY - 1 for s in steps)
+        time.sleep(SLOW_S if slow else max((s.think_ms for s in steps), default=5) / 1000)
         if item.kind == "wakeup" and steps and all(s.silent for s in steps):
             return SILENT
         return reply_text(history, item)
@@ -111,16 +146,25 @@ class Child:
     def run(self) -> None:
         t = self.t
         print("booting", flush=True)  # the parent's kill delay starts now, whatever imports cost
-        t.start_gateway(GATEWAY)
+        t.start_gateway(self.gateway)
         t.sweep_deliveries(self.adapter.sweep_send)
         t.resume_interrupted(self.responder, self.adapter.sender(via="resume"))
         for source in t.pending_inbound():
             self.worker(key_of(source.platform, source.chat_id)).put(("pending", source))
-        if not self.final:
+        if self.serve and not self.final:
+            until = time.monotonic() + SERVE_S
+            while time.monotonic() < until:  # the other gateway's traffic, as it is accepted
+                for source in t.pending_inbound():
+                    q = self.worker(key_of(source.platform, source.chat_id))
+                    if not q.unfinished_tasks:
+                        q.put(("pending", source))
+                time.sleep(0.05)
+        elif not self.final:
             accepted = {e.message_id for e in events(t, "InboundAccepted", "InboundRejected")}
             for step in self.script[:self.upto]:
                 if step.message_id not in accepted:
-                    self.clock.advance(STEP_CLOCK_S)
+                    if not self.shared:  # beside another gateway both clocks must agree
+                        self.clock.advance(STEP_CLOCK_S)
                     self.worker(step.key).put(("step", step))
         for key, (q, _) in list(self.workers.items()):
             if key != LOOP_KEY or self.final:
@@ -146,7 +190,11 @@ class Child:
 
 def main(argv: list[str]) -> None:
     db, sent, seed, round_no, start_at, upto, length = argv[:7]
-    Child(db, sent, int(seed), int(round_no), start_at, int(upto), int(length), "--final" in argv[7:]).run()
+    rest = argv[7:]
+    serve = rest[rest.index("--serve") + 1] if "--serve" in rest else None
+    anchor = float(rest[rest.index("--anchor") + 1]) if "--anchor" in rest else None
+    Child(db, sent, int(seed), int(round_no), start_at, int(upto), int(length), "--final" in rest, serve,
+          anchor, "--shared" in rest).run()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Each round starts a child (see child.py) at a virtual time the parent chooses: b
 a minute or more apart, sometimes seconds apart, so that some boots are boot storms. The parent
 SIGKILLs the child a random delay after it reports that it is booting (so that slow imports on a
 loaded machine do not eat the window) unless it has exited by itself (its script chunk done,
-drained). Everything is deterministic from the seed except where the kill lands.
+drained). Every third round a second live gateway (another name, child.py --serve) runs beside
+the main one and is killed with it; before the final run of the main gateway, the second one has
+a clean final run of its own. Everything is deterministic from the seed except where the kill lands.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ GAPS_S = (0, 5, 5, 60, 90, 240)  # virtual time between one round's end and the 
 ROUND_SPAN_S = 10  # a child's own clock moves at most this much
 KILL_WINDOW_S = (0.0, 1.0)  # after the child says it is booting (imports done)
 BOOT_TIMEOUT_S = 60.0
+SECOND_GATEWAY = "harness-b"
+SECOND_EVERY = 3  # rounds with two live gateways
 FINAL_TIMEOUT_S = 120.0
 
 
@@ -57,9 +61,12 @@ class Result:
 
 
 def _child(db: Path, sent: Path, seed: int, round_no: int, at: datetime, upto: int, length: int,
-           final: bool) -> subprocess.Popen:
+           final: bool, serve: str | None = None, anchor: float | None = None,
+           shared: bool = False) -> subprocess.Popen:
     argv = [sys.executable, "-m", "harness.child", str(db), str(sent), str(seed), str(round_no), at.isoformat(),
-            str(upto), str(length)] + (["--final"] if final else [])
+            str(upto), str(length)] + (["--final"] if final else []) + (["--serve", serve] if serve else []) + \
+        (["--shared"] if shared else []) + \
+        ["--anchor", repr(anchor if anchor is not None else time.time())]
     return subprocess.Popen(argv, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -77,6 +84,19 @@ def _wait_booting(proc: subprocess.Popen) -> None:
         proc.stdout.readline()
 
 
+def _final_run(proc: subprocess.Popen, what: str) -> list[str]:
+    """Wait for a final (never killed) child; the errors it leaves, if any."""
+    try:
+        _, err_b = proc.communicate(timeout=FINAL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return [f"{what} did not finish"]
+    if proc.returncode != 0:
+        return [f"{what} exited with {proc.returncode}: {_last_line(err_b.decode())}"]
+    return []
+
+
 def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | None = None,
                 progress: Callable[[int, int, int], None] | None = None) -> Result:
     began = time.monotonic()
@@ -88,35 +108,40 @@ def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | No
     at = START
     kills = 0
     errors: list[str] = []
+    second_ran = False
     for r in range(rounds):
-        proc = _child(db, sent, seed, r, at, min(length, (r + 1) * CHUNK), length, final=False)
+        anchor = time.time()
+        two = r % SECOND_EVERY == 1
+        proc = _child(db, sent, seed, r, at, min(length, (r + 1) * CHUNK), length, final=False, anchor=anchor,
+                      shared=two)
+        procs = [proc]
+        if two:
+            procs.append(_child(db, sent, seed, r, at, 0, length, final=False, serve=SECOND_GATEWAY, anchor=anchor))
+            second_ran = True
         delay = rng.uniform(*KILL_WINDOW_S)
-        _wait_booting(proc)
-        try:
-            proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        if proc.returncode not in (0, -signal.SIGKILL):
-            errors.append(f"round {r}: child exited with {proc.returncode}: {_last_line(err)}")
-        elif proc.returncode == -signal.SIGKILL and "Traceback" in err:
-            errors.append(f"round {r}: child failed before the kill: {_last_line(err)}")
+        for p in procs:
+            _wait_booting(p)
+        for p in procs:
+            try:
+                p.wait(timeout=delay if p is proc else 0.0)
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+                kills += 1
+            err = p.stderr.read().decode() if p.stderr else ""
+            if p.returncode not in (0, -signal.SIGKILL):
+                errors.append(f"round {r}: child exited with {p.returncode}: {_last_line(err)}")
+            elif p.returncode == -signal.SIGKILL and "Traceback" in err:
+                errors.append(f"round {r}: child failed before the kill: {_last_line(err)}")
         at += timedelta(seconds=ROUND_SPAN_S + rng.choice(GAPS_S))
         if progress is not None:
             progress(r + 1, rounds, kills)
     at += timedelta(seconds=ROUND_SPAN_S + 90)
-    proc = _child(db, sent, seed, rounds, at, length, length, final=True)
-    try:
-        _, err_b = proc.communicate(timeout=FINAL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err_b = proc.communicate()
-        errors.append("the final clean run did not finish")
-    else:
-        if proc.returncode != 0:
-            errors.append(f"the final clean run exited with {proc.returncode}: {_last_line(err_b.decode())}")
+    if second_ran:  # the second gateway's own clean final run: it recovers its killed boots
+        errors += _final_run(_child(db, sent, seed, rounds, at, length, length, final=True, serve=SECOND_GATEWAY),
+                             "the second gateway's final run")
+        at += timedelta(seconds=5)
+    errors += _final_run(_child(db, sent, seed, rounds, at, length, length, final=True), "the final clean run")
     report = check(str(db), str(sent))
     return Result(rounds, kills, report, errors, time.monotonic() - began)
 

@@ -8,6 +8,7 @@ delivery, complete the item and release the lease in one transaction.
 
 from __future__ import annotations
 
+from asyncio import CancelledError
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
@@ -18,19 +19,22 @@ from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import TurnLease
 from ..domain.recovery import answered_items
 from ..domain.keys import RoutingKey
+from ..domain.reply import completed_tool_calls
 from ..domain.silence import outbound_for_reply
 from ..domain.source import SessionSource
 from ..domain.transcript import MessageAppended
-from ..errors import InvalidRequest, TurnlogError
+from ..errors import InvalidRequest, TurnCancelled, TurnlogError
 from .context import CommandContext
 from .dedup import InboundDedup
 from .delivery import DeliveryCommands, Sender
+from .keeper import Keeper, RunningTurn, run_as
+from .replies import write_rich
 from .routing import RouteResult, RoutingCommands, actor_of, origin_of
 from .turns import LeaseToken, TurnCommands
 
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
-# inbound item, returns the reply text.
-Responder = Callable[[Sequence[MessageAppended], InboxItem], str]
+# inbound item, returns the reply text, or a rich reply (domain/reply.py: messages, a list, a generator).
+Responder = Callable[[Sequence[MessageAppended], InboxItem], Any]
 
 
 class QueueFull(TurnlogError):
@@ -68,6 +72,22 @@ class TurnOutcome:
     reason: str | None
 
 
+@dataclass(frozen=True)
+class StartedTurn:
+    token: LeaseToken
+    session_key: str
+    inbox_uuid: UUID
+    item: InboxItem
+    cause: str
+    user_seq: int
+    routed: RouteResult
+
+    def outcome(self, state: str | None, reply_seq: int) -> TurnOutcome:
+        t = self.token
+        return TurnOutcome(self.session_key, t.session_id, self.item.item_id, t.epoch, t.turn_id, self.user_seq,
+                           reply_seq, state, self.routed.created, self.routed.reason)
+
+
 class InboundCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
                  deliveries: DeliveryCommands) -> None:
@@ -76,6 +96,7 @@ class InboundCommands:
         self.turns = turns
         self.deliveries = deliveries
         self.dedup = InboundDedup(ctx)
+        self.keeper: Keeper | None = None  # renews the running turns' leases (set by the API)
 
     def inbox(self, rk: RoutingKey, fresh: bool = True) -> Inbox | None:
         return self.ctx.get(inbox_id(rk.route_id), fresh)
@@ -200,6 +221,17 @@ class InboundCommands:
 
         `routed` is this key's routing decision when the caller has just made it.
         """
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed)
+        if turn is None:
+            return None
+        state, reply_seq = self._respond(turn.token, turn.session_key, turn.inbox_uuid, turn.item, responder,
+                                         sender, turn.cause)
+        return turn.outcome(state, reply_seq)
+
+    def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
+                   routed: RouteResult | None = None) -> "StartedTurn | None":
+        """A turn's first step: route the key's oldest pending item, take the lease, start the item
+        and append its user message (one transaction). The asyncio API runs the agent after it."""
         rk = self.routing.routing_key(source)
         inbox = self.inbox(rk, fresh=True)
         pending = inbox.pending() if inbox is not None else []
@@ -239,26 +271,38 @@ class InboundCommands:
                                        before_save=start_turn)
         except _NothingPending:
             return None
-        item: InboxItem = started["item"]
-        cause = started["cause"]
-        try:
-            reply = responder(LazyTranscript(self.turns, session_id), item)
-        except BaseException:
-            self._fail_turn(token, inbox_id(rk.route_id), item, cause)
-            raise
-        state = self._reply_and_deliver(token, rk.key, inbox_id(rk.route_id), item, reply, sender, cause)
-        return TurnOutcome(rk.key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
-                           started["seq"] + 1, state, routed.created, routed.reason)
+        return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"], started["seq"],
+                           routed)
 
-    def _fail_turn(self, token: LeaseToken, inbox_uuid: UUID, item: InboxItem, cause: str) -> None:
-        """The agent raised: release the lease and close the item, so the key is not wedged."""
+    def _respond(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
+                 responder: Responder, sender: Sender, cause: str) -> tuple[str | None, int]:
+        """Ask the responder while the keeper renews the lease; write and deliver its reply."""
+        running = self.keeper.keep(token) if self.keeper is not None else None
+        reply_seq = self.turns.next_seq(token)
+        try:
+            reply = run_as(running, lambda: responder(LazyTranscript(self.turns, token.session_id), item))
+            if not isinstance(reply, str):
+                return run_as(running, lambda: write_rich(self, token, session_key, inbox_uuid, item, reply,
+                                                          sender, cause))
+            return self._reply_and_deliver(token, session_key, inbox_uuid, item, reply, sender, cause), reply_seq
+        except BaseException as failure:
+            self._fail_turn(token, inbox_uuid, item, cause)  # a no-op once the turn was released
+            raise _cancelled(running, failure) from failure
+
+    def _fail_turn(self, token: LeaseToken, inbox_uuid: UUID | None, item: InboxItem, cause: str) -> None:
+        """The agent raised: release the lease and close the item, so the key is not wedged.
+
+        A turn that had lost its lease (cut off: revoked, or taken over after a stall) leaves its
+        item alone: /stop and /new closed it already, and after a takeover its user message is in
+        the transcript, so the next turn on the session that completes answers it (see finish in
+        _reply_and_deliver: answered_by_later_turn); a dead boot's is recovery's."""
         def step() -> None:
             now = self.ctx.clock.now()
             items: list[Any] = []
             lease = self.turns.release_event(token, "failed", cause=cause)
             if lease is not None:
                 items.append(lease)
-            inbox = self.ctx.get(inbox_uuid)
+            inbox = self.ctx.get(inbox_uuid) if inbox_uuid is not None and lease is not None else None
             if inbox is not None and any(i.item_id == item.item_id for i in inbox.in_flight()):
                 inbox.complete(item.item_id, "failed", at=now, actor=self.turns.owner, cause=cause)
                 items.append(inbox)
@@ -272,10 +316,13 @@ class InboundCommands:
         return session.origin if session is not None else None
 
     def _reply_and_deliver(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
-                           reply: str, sender: Sender, cause: str) -> str | None:
+                           reply: str, sender: Sender, cause: str, *, fields: dict[str, Any] | None = None,
+                           also: Sequence[Any] = (), finish_turn: bool = True) -> str | None:
+        """Save the reply with its obligation, send it, then (finish_turn) settle, complete and release.
+        `fields` are the message's other fields, `also` events saved with it (a rich reply's usage)."""
         owner = self.turns.owner
         seq = self.turns.next_seq(token)
-        reply_event = self.turns.message_event(token, seq, "assistant", reply, cause=cause)
+        reply_event = self.turns.message_event(token, seq, "assistant", reply, cause=cause, **(fields or {}))
         outbound = outbound_for_reply(reply, internal=item.kind == WAKEUP)
         delivery = None
         if outbound is not None:
@@ -286,7 +333,8 @@ class InboundCommands:
                 reply_to=item.source or self._origin(token.session_id), content=outbound,
                 turn_id=token.turn_id, inbound_message_id=item.message_ids[-1], actor=owner, cause=cause)
             delivery.attempt(owner, at=self.ctx.clock.now(), actor=owner, cause=cause)
-        self.turns.fenced_save(token, reply_event, *([delivery] if delivery else []), last_seq=seq, cause=cause)
+        self.turns.fenced_save(token, reply_event, *([delivery] if delivery else []), *also, last_seq=seq,
+                               cause=cause)
 
         error = None
         if delivery is not None:
@@ -307,11 +355,14 @@ class InboundCommands:
                 items.append(session)
             inbox = self.ctx.get(inbox_uuid, fresh=False) if inbox_uuid is not None else None
             if inbox is not None:
-                for item_id, outcome in answered_items(inbox.in_flight(), item.item_id, token.session_id, resumed):
+                for item_id, outcome in answered_items(inbox.in_flight(), item.item_id, token.session_id,
+                                                       resumed or lease is not None):
                     inbox.complete(item_id, outcome, at=now, actor=owner, cause=cause)
                 items.append(inbox)
             return items
 
+        if not finish_turn:
+            return self.deliveries.settle(delivery.id, error=error, cause=cause).state if delivery else None
         if delivery is None:
             self.ctx.retrying(lambda: self.ctx.save(*finish()), f"finishing a turn on {session_key}")
             state = None
@@ -338,11 +389,22 @@ RESUME_NOTES = {
 }
 
 
-def resume_note(reason: str | None) -> str:
+def resume_note(reason: str | None, completed_tools: Sequence[str] = ()) -> str:
     cause = RESUME_NOTES.get(reason or "", "a gateway interruption")
-    return (f"[System note: your previous turn was interrupted by {cause}. Continue the interrupted task; "
+    done = (f" These tool calls completed before the interruption and their results are above:"
+            f" {', '.join(completed_tools)}." if completed_tools else "")
+    return (f"[System note: your previous turn was interrupted by {cause}.{done} Continue the interrupted task; "
             "do not re-run tool calls that already completed. If there is nothing to continue, say briefly "
             "that the session was restored and ask what to do next.]")
+
+
+def _cancelled(running: RunningTurn | None, failure: BaseException) -> BaseException:
+    """A failure caused by the keeper cancelling the turn is reported as TurnCancelled."""
+    if running is None or not running.cancel.cancelled or isinstance(failure, TurnCancelled):
+        return failure
+    if isinstance(failure, (Exception, CancelledError)):
+        return TurnCancelled(f"the turn was cancelled: {running.cancel.reason}")
+    return failure
 
 
 def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, reason: str | None,
@@ -355,7 +417,7 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     its reply, or it was suspended or ended. Checked under the lease, so it is never resumed twice.
     """
     turns = inbound.turns
-    note = resume_note(reason)
+    note = resume_note(reason, completed_tool_calls(_last_turn(turns, session_id)))
     cause = f"resume:{reason or 'interrupted'}"
     started: dict[str, int] = {}
 
@@ -381,17 +443,15 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     else:
         inbox_uuid, item = None, InboxItem("resume", WAKEUP, (note,), (None,), inbound.ctx.clock.now(), True,
                                            session_id, token.turn_id, None)
-    try:
-        reply = responder(LazyTranscript(turns, session_id), item)
-    except BaseException:
-        if inbox_uuid is not None:
-            inbound._fail_turn(token, inbox_uuid, item, cause)
-        else:
-            turns.release(token, "failed", cause=cause)
-        raise
-    state = inbound._reply_and_deliver(token, session_key, inbox_uuid, item, reply, sender, cause)
+    state, reply_seq = inbound._respond(token, session_key, inbox_uuid, item, responder, sender, cause)
     return TurnOutcome(session_key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
-                       started["seq"] + 1, state, False, "resumed")
+                       reply_seq, state, False, "resumed")
+
+
+def _last_turn(turns: TurnCommands, session_id: str) -> list[MessageAppended]:
+    """The messages of the session's last turn (its newest epoch), oldest first."""
+    tail = turns.transcript(session_id, newest_first=True, limit=100)
+    return list(reversed([m for m in tail if m.epoch == tail[0].epoch])) if tail else []
 
 
 class LazyTranscript(Sequence[MessageAppended]):

@@ -26,8 +26,11 @@ from typing import Any, Callable
 from uuid import UUID
 
 from ..domain.delivery import MAX_ATTEMPTS, Delivery, delivery_id
+from ..domain import heartbeat as liveness
 from ..domain.gateway import Gateway, gateway_id
+from ..domain.heartbeat import Heartbeat, heartbeat_id
 from ..domain.inbox import WAKEUP, Inbox, InboxItem
+from ..domain.reply import turn_answer
 from ..domain.lease import RESTART_RECOVERY, TurnLease
 from ..domain.recovery import STUCK_LOOP_LIMIT  # noqa: F401  (its old home)
 from ..domain.recovery import (SUSPENDED_STUCK_LOOP, UNOWNED_ROW, InterruptedFacts, answered_items,
@@ -109,6 +112,7 @@ class RecoveryCommands:
         self.turns = turns
         self.deliveries = deliveries
         self.views = views
+        self.keeper: Any = None  # the lease keeper, which renews this boot's heartbeat (set by the API)
 
     @property
     def owner(self) -> str:
@@ -135,9 +139,13 @@ class RecoveryCommands:
             gateway = self._gateway(name, self.owner, "boot")
             self._refuse_if_alive(gateway.unrecovered(except_boot=None), this_process_ok=True)
             previous = gateway.last_boot
-            gateway.start(self.owner, pid=os.getpid(), host=socket.gethostname(), at=self.ctx.clock.now(),
+            now = self.ctx.clock.now()
+            gateway.start(self.owner, pid=os.getpid(), host=socket.gethostname(), at=now,
                           actor=self.owner, cause="boot")
-            self.ctx.save(gateway)
+            heartbeat = self._heartbeat(name, now)
+            self.ctx.save(gateway, heartbeat)
+            if self.keeper is not None:
+                self.keeper.start_heartbeat(heartbeat)
             return (previous["boot_id"] if previous else None, Gateway.ended_clean(previous) if previous else None,
                     gateway.boot_storm(self.ctx.clock.now()))
         previous_id, previous_clean, storm = self.ctx.retrying(record_start, f"starting gateway {name}")
@@ -172,12 +180,43 @@ class RecoveryCommands:
         return not still
 
     def stop(self, name: str, *, clean: bool = True, drain_timed_out: bool = False) -> None:
+        ended = self.keeper.end_heartbeat(actor=self.owner, cause="stop") if self.keeper is not None else None
+
         def record_stop() -> None:
             gateway = self._gateway(name, self.owner, "stop")
             gateway.stop(self.owner, clean=clean, drain_timed_out=drain_timed_out, at=self.ctx.clock.now(),
                          actor=self.owner, cause="stop")
             self.ctx.save(gateway)
         self.ctx.retrying(record_stop, f"stopping gateway {name}")
+        if ended is not None:
+            self.ctx.app.save(ended)
+
+    # -- liveness ---------------------------------------------------------------------------
+
+    def _heartbeat(self, name: str, now: Any) -> Heartbeat:
+        """This boot's heartbeat, started (or, for a second start of this instance, renewed)."""
+        ttl = self.ctx.config.heartbeat_ttl_s
+        heartbeat: Heartbeat | None = self.ctx.get(heartbeat_id(self.owner), fresh=True)
+        if heartbeat is None:
+            return Heartbeat.new(Heartbeat.Created, id=heartbeat_id(self.owner), at=now, actor=self.owner,
+                                 cause="boot", boot_id=self.owner, gateway=name, host=socket.gethostname(),
+                                 pid=os.getpid(), expires_at=now + timedelta(seconds=ttl))
+        heartbeat.renew(ttl, at=now, actor=self.owner, cause="boot")
+        return heartbeat
+
+    def boot_alive(self, boot_id: str, *, host: str | None = None, pid: int | None = None) -> bool:
+        """Is the boot alive: its heartbeat not expired or ended, its process not gone from this host."""
+        events = self.ctx.app.events
+        last = next(iter(events.get(heartbeat_id(boot_id), desc=True, limit=1)), None)
+        if last is not None and (host is None or pid is None):
+            first = next(iter(events.get(heartbeat_id(boot_id), lte=1)))
+            host, pid = first.host, first.pid
+        if host is None or pid is None:
+            return False  # not a gateway boot (no heartbeat, nothing recorded): nobody keeps it alive
+        same_host = host == socket.gethostname()
+        return liveness.alive(ended=isinstance(last, Heartbeat.Ended), expires_at=getattr(last, "expires_at", None),
+                              now=self.ctx.clock.now(), same_host=same_host,
+                              process_exists=_pid_alive(pid) if same_host else None)
 
     def _holds(self, session_id: str) -> bool:
         lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
@@ -234,11 +273,13 @@ class RecoveryCommands:
         """`this_process_ok`: a boot of this very process is being replaced by it, not raced."""
         host = socket.gethostname()
         for boot in boots:
-            if this_process_ok and boot["pid"] == os.getpid():
+            if this_process_ok and boot["pid"] == os.getpid() and boot["host"] == host:
                 continue
-            if boot["state"] in ("running", "draining") and boot["host"] == host and _pid_alive(boot["pid"]):
-                raise GatewayStillRunning(
-                    f"boot {boot['boot_id']} of this gateway is still running (pid {boot['pid']}); stop it first")
+            if boot["state"] in ("running", "draining") and self.boot_alive(boot["boot_id"], host=boot["host"],
+                                                                            pid=boot["pid"]):
+                where = "" if boot["host"] == host else f" on {boot['host']}"
+                raise GatewayStillRunning(f"boot {boot['boot_id']} of this gateway is still running"
+                                          f" (pid {boot['pid']}{where}); stop it first")
 
     def _mark_recovered(self, name: str, boot_id: str, report: RecoveryReport) -> None:
         mine = [t for t in report.interrupted if t.boot_id == boot_id]
@@ -264,7 +305,7 @@ class RecoveryCommands:
             cause = f"recovery:{boot_id}"
             turn_id, owner_key, epoch = lease.turn_id, lease.owner_key, lease.epoch
             turn_messages = self._turn_messages(session_id, lease.epoch)
-            reply = next((m for m in reversed(turn_messages) if m.role == "assistant"), None)
+            reply = turn_answer(turn_messages)
             inbox, item = self._in_flight(lease.turn_id, session_id)
             internal = item is not None and item.kind == WAKEUP
             session = ctx.session(session_id, fresh=True)
@@ -381,6 +422,8 @@ class RecoveryCommands:
                 return "skipped", None
             if delivery.state == "attempting" and delivery.owner == self.owner:
                 return "skipped", None  # in flight in this very process
+            if delivery.state == "attempting" and delivery.owner and self.boot_alive(delivery.owner):
+                return "skipped", None  # a live gateway is sending it (spec §6.2: only dead owners' rows)
             now = ctx.clock.now()
             if delivery.attempts >= MAX_ATTEMPTS or now - delivery.recorded_at > DELIVERY_MAX_AGE:
                 delivery.abandon("max_attempts" if delivery.attempts >= MAX_ATTEMPTS else "too_old", at=now,

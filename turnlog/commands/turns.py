@@ -56,6 +56,10 @@ class TurnCommands:
         self.owner = owner
         self._held: dict[tuple[str, int], TurnLease] = {}
         self._lock = threading.Lock()
+        # One writer at a time per held lease: the turn's own writes and the keeper's renewals
+        # (keeper.py) share the cached lease object.
+        self._write_locks: dict[tuple[str, int], threading.RLock] = {}
+        self.on_release: Callable[[LeaseToken], None] | None = None  # the keeper stops renewing
 
     # -- the lease ------------------------------------------------------------------------
 
@@ -116,12 +120,33 @@ class TurnCommands:
             self._held[(token.session_id, token.epoch)] = lease
 
     def _forget(self, token: LeaseToken) -> None:
+        self._stop_keeping(token)
         with self._lock:
             self._held.pop((token.session_id, token.epoch), None)
+            self._write_locks.pop((token.session_id, token.epoch), None)
+
+    def _stop_keeping(self, token: LeaseToken) -> None:
+        if self.on_release is not None:
+            self.on_release(token)
+
+    def write_lock(self, token: LeaseToken) -> threading.RLock:
+        with self._lock:
+            return self._write_locks.setdefault((token.session_id, token.epoch), threading.RLock())
+
+    def kept_expiry(self, token: LeaseToken) -> datetime | None:
+        """When the token's lease expires as this process last wrote it (None: not cached)."""
+        with self._lock:
+            lease = self._held.get((token.session_id, token.epoch))
+        return lease.expires_at if lease is not None and lease.epoch == token.epoch else None
 
     def fenced_save(self, token: LeaseToken, *items: Any, last_seq: int | None = None,
                     actor: str | None = None, cause: str = "turn") -> int:
         """Save `items` together with a renewal of the token's lease; refused if the lease moved on."""
+        with self.write_lock(token):
+            return self._fenced_save(token, items, last_seq, actor, cause)
+
+    def _fenced_save(self, token: LeaseToken, items: tuple[Any, ...], last_seq: int | None, actor: str | None,
+                     cause: str) -> int:
         lease = self._lease_for(token)
         now = self.ctx.clock.now()
         lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s,
@@ -138,6 +163,7 @@ class TurnCommands:
 
     def release_event(self, token: LeaseToken, outcome: str, *, cause: str = "turn") -> TurnLease | None:
         """The holder's lease with a pending release, to commit with other events; None if not held."""
+        self._stop_keeping(token)
         lease = self.ctx.get(lease_id(token.session_id), fresh=False)
         if lease is None or not lease.release(epoch=token.epoch, outcome=outcome, at=self.ctx.clock.now(),
                                               actor=self.owner, cause=cause):
@@ -151,6 +177,7 @@ class TurnCommands:
                 also: Callable[[], Iterable[Any]] | None = None, actor: str | None = None,
                 cause: str = "turn") -> bool:
         """Idempotent; True only for the call that actually released the holder's lease."""
+        self._stop_keeping(token)
         for _ in range(3):
             lease = self._cached_or_loaded(token)
             if lease is None:

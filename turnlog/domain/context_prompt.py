@@ -107,7 +107,8 @@ def _description(source: SessionSource, user: str | None, chat: str, redact: boo
     if source.chat_type == ChatType.DM:
         text = f"DM with {untrusted_label(source.user_name) if source.user_name else user or 'user'}"
     else:
-        prefix = {ChatType.GROUP: "group: ", ChatType.CHANNEL: "channel: "}.get(source.chat_type, "")
+        prefixes: dict[str, str] = {ChatType.GROUP: "group: ", ChatType.CHANNEL: "channel: "}
+        prefix = prefixes.get(source.chat_type, "")
         text = prefix + (untrusted_label(source.chat_name) if source.chat_name else chat)
     if source.thread_id and not redact:
         text += f", thread: {clean(source.thread_id)}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
@@ -93,6 +93,11 @@ class MessageSeen(TurnlogAggregate):
     """One platform message id first accepted on one routing key (a single event, never changed)."""
 
     TOPIC = "turnlog:InboundMessageSeen"
+
+    if TYPE_CHECKING:  # state set by the events' apply methods
+        route_id: str
+        message_id: str
+        item_id: str
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:InboundMessageFirstSeen"

@@ -76,6 +76,7 @@ class Inbox(TurnlogAggregate):
         session_key: str
         items: list[dict[str, Any]]
         accepted: int
+        seen: dict[str, float]
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:InboxOpened"

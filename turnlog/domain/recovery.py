@@ -58,17 +58,19 @@ class _InFlight(Protocol):
 
 
 def answered_items(in_flight: Iterable[_InFlight], item_id: str | None, session_id: str,
-                   resumed: bool) -> list[tuple[str, str]]:
+                   closes_cut_off: bool) -> list[tuple[str, str]]:
     """The one completion rule of a turn that got its reply: (item id, outcome) to complete.
 
-    The item the turn answered is `answered`; when the turn ended an interruption (its session
-    was resume_pending), every other item still in flight on the session was answered by it too
-    (`answered_by_later_turn`): the interrupted turns' items are never left started.
+    The item the turn answered is `answered`. With `closes_cut_off` — the turn ended an
+    interruption (its session was resume_pending), or it completed holding the session's lease
+    while an earlier turn's item is still in flight there (that turn was cut off: its lease was
+    taken over after a stall) — every other item in flight on the session was answered by it too
+    (`answered_by_later_turn`): a cut-off or interrupted turn's item is never left started.
     """
     done = []
     for waiting in in_flight:
         if item_id is not None and waiting.item_id == item_id:
             done.append((waiting.item_id, "answered"))
-        elif resumed and waiting.session_id == session_id:
+        elif closes_cut_off and waiting.session_id == session_id:
             done.append((waiting.item_id, "answered_by_later_turn"))
     return done

@@ -48,7 +48,26 @@ POLL_S = 0.05
 
 
 def can_share(runner: "ProjectionRunner") -> bool:
-    return hasattr(os, "fork") and threading.active_count() == 1 and runner.log.direct
+    return hasattr(os, "fork") and _busy_threads() == 1 and runner.log.direct
+
+
+def _busy_threads() -> int:
+    """Threads other than those that can be held still while we fork: a thread with a `fork_guard`
+    lock (the lease keeper) does its work only while holding it, so with the guard in our hand it
+    holds no lock (SQLite's included) that the child could need."""
+    return sum(1 for t in threading.enumerate() if getattr(t, "fork_guard", None) is None)
+
+
+@contextmanager
+def _threads_held_still() -> Iterator[None]:
+    guards = [g for t in threading.enumerate() if (g := getattr(t, "fork_guard", None)) is not None]
+    for guard in guards:
+        guard.acquire()
+    try:
+        yield
+    finally:
+        for guard in guards:
+            guard.release()
 
 
 def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo: int) -> list[list[str]]:
@@ -188,7 +207,8 @@ def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, p
     parent = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    with _threads_held_still():
+        pid = os.fork()
     if pid:
         return pid
     code = 1
