@@ -34,7 +34,7 @@ from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
-from .projections.chain import ChainBreak, ChainSealer
+from .projections.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
@@ -423,13 +423,18 @@ class Turnlog:
         return diff_moments(self, parse_moment(self, a), parse_moment(self, b), key=key)
 
     def seal(self) -> int:
-        """Extend the hash chain over every committed event (reads do this too)."""
+        """Extend the hash chain over unsealed events: 0 on SQLite, where each write seals its
+        own events; a PostgreSQL log is sealed after the fact (reads do this too)."""
         return self.chain.seal()
 
     def verify_chain(self) -> list[ChainBreak]:
-        """Recompute the hash chain from the log: the positions of edited, deleted or moved events."""
-        self.chain.seal()
-        return self.chain.verify()
+        """Recompute the hash chain from the log: the positions of edited, deleted, moved or unsealed events."""
+        return self.chain_report().breaks
+
+    def chain_report(self) -> ChainReport:
+        """verify_chain with the range of events sealed late (written before sealing on write)."""
+        self.chain.seal()  # nothing to do on SQLite: verifying never vouches for what it finds there
+        return self.chain.report()
 
     def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
         """Hermes-compatible export of a session (spec §10), or of its whole compression lineage."""

@@ -103,13 +103,20 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, as_json: boo
     if chain:
         if names:
             raise click.UsageError("--chain checks the whole log: give no projection names")
-        breaks = [b.to_dict() for b in engine(ctx).verify_chain()]
+        chain_report = engine(ctx).chain_report()
+        breaks = [b.to_dict() for b in chain_report.breaks]
+        late = chain_report.sealed_late
         if as_json:
-            echo_json({"ok": not breaks, "breaks": breaks})
+            echo_json({"ok": not breaks, "breaks": breaks,
+                       "sealed_late": {"from": late[0], "through": late[1]} if late else None})
         elif not breaks:
             click.echo("chain: ok")
         for b in breaks if not as_json else []:
-            click.echo(f"chain: event at position {b['position']} {b['problem']}")
+            where = f"positions {b['position']}-{b['through']}" if "through" in b else f"position {b['position']}"
+            click.echo(f"chain: event{'s' if 'through' in b else ''} at {where} {b['problem']}")
+        if late and not as_json:
+            click.echo(f"chain: note: positions {late[0]}-{late[1]} were written before sealing on write"
+                       " and sealed by a later write, as they were then")
         if breaks:
             ctx.exit(1)
         return

@@ -11,6 +11,8 @@ import os
 
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
+from .recorder import SealingRecorder
+
 _SYNC_MODES = {"OFF", "NORMAL", "FULL", "EXTRA"}
 
 
@@ -29,6 +31,8 @@ class _Pool(SQLiteConnectionPool):
 
 
 class TurnlogSQLiteFactory(SQLiteFactory):
+    application_recorder_class = SealingRecorder
+
     def __init__(self, env):  # type: ignore[no-untyped-def]
         super().__init__(env)
         old = self.datastore.pool
