@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog.commands.event_compressor import deflate, inflate
 from turnlog.projections.chain import ChainBreak
 
 KEY = "agent:main:telegram:dm:42"
@@ -54,13 +55,13 @@ def raw(db: Path) -> sqlite3.Connection:
 
 def state_of(db: Path, rowid: int) -> bytes:
     with raw(db) as c:
-        return c.execute("SELECT state FROM stored_events WHERE rowid=?", (rowid,)).fetchone()[0]
+        return inflate(c.execute("SELECT state FROM stored_events WHERE rowid=?", (rowid,)).fetchone()[0])
 
 
 def set_state(db: Path, rowid: int, state: bytes) -> None:
     c = raw(db)
     try:
-        assert c.execute("UPDATE stored_events SET state=? WHERE rowid=?", (state, rowid)).rowcount == 1
+        assert c.execute("UPDATE stored_events SET state=? WHERE rowid=?", (deflate(state), rowid)).rowcount == 1
     finally:
         c.close()
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from click.testing import CliRunner
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
+from turnlog.commands.event_compressor import deflate, inflate
 from turnlog.commands.recorder import ChainBroken
+from turnlog.domain.chain import GENESIS, link
 
 
 def source(n: int) -> SessionSource:
@@ -51,21 +54,22 @@ def head(db: Path) -> int:
 def position_of(db: Path, text: str) -> int:
     c = sqlite3.connect(db)
     try:
-        rows = c.execute("SELECT rowid FROM stored_events WHERE topic='turnlog:MessageAppended' AND"
-                         " instr(state, ?) > 0", (f'"content":"{text}"'.encode(),)).fetchall()
+        rows = [p for p, state in c.execute("SELECT rowid, state FROM stored_events"
+                                            " WHERE topic='turnlog:MessageAppended'")
+                if f'"content":"{text}"'.encode() in inflate(state)]
     finally:
         c.close()
     assert len(rows) == 1, rows
-    return rows[0][0]
+    return rows[0]
 
 
 def edit(db: Path, position: int, old: str, new: str) -> None:
     c = sqlite3.connect(db, isolation_level=None)
     try:
-        state = c.execute("SELECT state FROM stored_events WHERE rowid=?", (position,)).fetchone()[0]
+        state = inflate(c.execute("SELECT state FROM stored_events WHERE rowid=?", (position,)).fetchone()[0])
         assert old.encode() in state
-        c.execute("UPDATE stored_events SET state=? WHERE rowid=?", (state.replace(old.encode(), new.encode()),
-                                                                    position))
+        c.execute("UPDATE stored_events SET state=? WHERE rowid=?",
+                  (deflate(state.replace(old.encode(), new.encode())), position))
     finally:
         c.close()
 
@@ -144,6 +148,14 @@ def test_writing_after_the_log_was_shortened_is_refused_not_resealed(db):
     assert verify_json(db)["breaks"] == [{"position": last, "problem": "missing"}]
 
 
+def test_a_seal_cut_short_does_not_pass_for_a_match(db):
+    position = position_of(db, "hello 2")
+    edit(db, position, "hello 2", "hello 9")
+    sql(db, "UPDATE chain SET hash=? WHERE position=?", (b"", position))
+    # the next event's link covers the seal before it, so the forged seal is named there too
+    assert verify_json(db)["breaks"] == [{"position": p, "problem": "edited"} for p in (position, position + 1)]
+
+
 def test_later_writes_extend_the_chain_and_an_old_edit_stays_named(db):
     position = position_of(db, "hello 1")
     edit(db, position, "hello 1", "HELLO 1")
@@ -154,15 +166,18 @@ def test_later_writes_extend_the_chain_and_an_old_edit_stays_named(db):
 # -- a database written by turnlog before sealing on write ------------------------------------------
 
 def make_legacy(db: Path, sealed_through: int) -> None:
-    """What an older turnlog left: a chain (hex text) sealed by a read up to some position, no chain_meta."""
+    """What an older turnlog left: a chain of full links (hex text) sealed by a read up to some
+    position, no chain_meta."""
     c = sqlite3.connect(db, isolation_level=None)
     try:
         c.execute("DROP TABLE chain_meta")
-        c.execute("DELETE FROM chain WHERE position > ?", (sealed_through,))
-        rows = c.execute("SELECT position, hash FROM chain").fetchall()
         c.execute("DROP TABLE chain")
         c.execute("CREATE TABLE chain (position INTEGER PRIMARY KEY, hash TEXT NOT NULL)")
-        c.executemany("INSERT INTO chain VALUES (?, ?)", [(p, h.hex()) for p, h in rows])
+        previous = GENESIS
+        for row in c.execute("SELECT rowid, originator_id, originator_version, topic, state FROM stored_events"
+                             " WHERE rowid <= ? ORDER BY rowid", (sealed_through,)).fetchall():
+            previous = link(previous, row[0], UUID(row[1]), *row[2:])
+            c.execute("INSERT INTO chain VALUES (?, ?)", (row[0], previous))
     finally:
         c.close()
 

@@ -19,11 +19,11 @@ from typing import Any, Sequence
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
-from ..domain.chain import GENESIS, as_hex, link
+from ..domain.chain import GENESIS, as_hex, link, seal_of
 from ..errors import StoreError
 
 CHAIN_TABLES = (
-    "CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash BLOB NOT NULL)",  # 16 raw bytes
     "CREATE TABLE IF NOT EXISTS chain_meta (id INTEGER PRIMARY KEY CHECK (id = 1), sealed_from INTEGER NOT NULL)",
 )
 ADOPT_BATCH = 5000
@@ -53,7 +53,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
                               f" {head_position} but the log ends at {first - 1} (run `turnlog verify --chain`)")
         rows = []
         for position, s in zip(positions, stored_events):
-            previous = link(previous, position, s.originator_id, s.originator_version, s.topic, s.state)
+            previous = seal_of(link(previous, position, s.originator_id, s.originator_version, s.topic, s.state))
             rows.append((position, bytes.fromhex(previous)))
         c.executemany("INSERT INTO chain (position, hash) VALUES (?, ?)", rows)
         return positions
@@ -83,7 +83,8 @@ class SealingRecorder(SQLiteApplicationRecorder):
                 break
             rows = []
             for position, originator_id, version, topic, state in batch:
-                previous = link(previous, position, self.convert_originator_id(originator_id), version, topic, state)
+                previous = seal_of(link(previous, position, self.convert_originator_id(originator_id), version, topic,
+                                            state))
                 rows.append((position, bytes.fromhex(previous)))
             c.executemany("INSERT INTO chain (position, hash) VALUES (?, ?)", rows)
             head_position = batch[-1][0]

@@ -28,6 +28,7 @@ from ..errors import StoreError
 
 SQLITE_FACTORY = "turnlog.commands.sqlite_factory:TurnlogSQLiteFactory"
 TRANSCODER = "turnlog.commands.transcoder:OrjsonTranscoder"
+COMPRESSOR = "turnlog.commands.event_compressor:EventCompressor"
 EVENTS_TABLE = "stored_events"
 
 
@@ -92,6 +93,7 @@ def parse_location(location: str | os.PathLike[str], views_path: str | None = No
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": os.environ.get("TURNLOG_SQLITE_LOCK_TIMEOUT", "30"),
             "TRANSCODER_TOPIC": TRANSCODER,
+            "COMPRESSOR_TOPIC": COMPRESSOR,
         },
         views_path=views_path or path,
         display=path,
@@ -113,6 +115,7 @@ def _postgres_location(url: str, views_path: str | None) -> StoreLocation:
         "POSTGRES_USER": unquote(parsed.username or "postgres"),
         "POSTGRES_PASSWORD": unquote(parsed.password or ""),
         "TRANSCODER_TOPIC": TRANSCODER,
+        "COMPRESSOR_TOPIC": COMPRESSOR,
     }
     return StoreLocation(kind="postgres", env=env, views_path=views_path, display=f"postgresql://{parsed.hostname}/{dbname}")
 

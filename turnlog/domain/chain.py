@@ -11,6 +11,18 @@ from typing import Any
 from uuid import UUID
 
 GENESIS = "0" * 64
+# A seal keeps the first 16 bytes of its link (128 bits: forging one still takes a second
+# preimage of SHA-256 truncated to 128 bits); older databases hold all 32, as hex text.
+SEAL_HEX = 32
+
+
+def seal_of(link_hex: str) -> str:
+    return link_hex[:SEAL_HEX]
+
+
+def matches(link_hex: str, stored_hex: str) -> bool:
+    """A stored seal matches a recomputed link: its first 16 bytes, or all 32 of an older seal."""
+    return len(stored_hex) >= SEAL_HEX and link_hex.startswith(stored_hex)
 
 
 def link(previous: str, position: int, originator_id: UUID | str, version: int, topic: str, state: bytes) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from eventsourcing.application import Application
 
 from ..commands.recorder import SealingRecorder
-from ..domain.chain import GENESIS, as_hex, link
+from ..domain.chain import GENESIS, as_hex, link, matches
 
 BATCH = 5000
 
@@ -123,7 +123,7 @@ class ChainSealer:
                 previous = sealed.get(n.id - 1, GENESIS if n.id == 1 else None)
                 if previous is None:
                     previous = max(((p, h) for p, h in sealed.items() if p < n.id), default=(0, GENESIS))[1]
-                if link_of(previous, n) != sealed[n.id]:
+                if not matches(link_of(previous, n), sealed[n.id]):
                     breaks.append(ChainBreak(n.id, "edited"))
             start = batch[-1].id
         breaks.extend(ChainBreak(p, "missing") for p in sealed if p not in seen)
