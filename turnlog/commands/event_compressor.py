@@ -22,8 +22,10 @@ from .event_dictionary import DICTIONARY_V1
 
 V1 = b"\x01"
 _WBITS = -13  # raw deflate, 8 KiB window: the dictionary and a typical event fit in it
-_MEM_LEVEL = 4
-_LEVEL = 6
+# Level 3 is within 4% of level 9's size here at two thirds of level 6's time. Each call copies a
+# state already primed with the dictionary: loading the dictionary is most of a small event's cost.
+_PRIMED_DEFLATE = zlib.compressobj(3, zlib.DEFLATED, _WBITS, 4, zdict=DICTIONARY_V1)
+_PRIMED_INFLATE = zlib.decompressobj(_WBITS, zdict=DICTIONARY_V1)
 
 
 def compacting() -> bool:
@@ -34,12 +36,12 @@ def inflate(data: bytes) -> bytes:
     """A stored state as its JSON bytes, whatever form it was stored in."""
     if data[:1] != V1:
         return data
-    d = zlib.decompressobj(_WBITS, zdict=DICTIONARY_V1)
+    d = _PRIMED_INFLATE.copy()
     return d.decompress(data[1:]) + d.flush()
 
 
 def deflate(data: bytes) -> bytes:
-    c = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zdict=DICTIONARY_V1)
+    c = _PRIMED_DEFLATE.copy()
     packed = V1 + c.compress(data) + c.flush()
     return packed if len(packed) < len(data) else data
 

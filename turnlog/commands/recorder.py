@@ -14,10 +14,12 @@ first write of this version, as they are at that moment; the verifier reports th
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from typing import Any, Sequence
 
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQLiteCursor, SQLiteDatastore
 
 from ..domain.chain import GENESIS, as_hex, link, seal_of
 from ..errors import StoreError
@@ -34,8 +36,36 @@ class ChainBroken(StoreError):
 
 
 class SealingRecorder(SQLiteApplicationRecorder):
+    """Writes go through one long-lived connection of this recorder (`use_writer`, set up by the
+    factory for a file database), under the recorder's own lock, in the library's transaction
+    wrapper (so errors map to its exceptions): no pool hand-out per save, statements stay
+    prepared. Reads keep using the library's pool."""
+
     # Set once chain_meta is known to be committed; until then each write checks (and creates) it.
     _sealed_from: int | None = None
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name)
+        self._write_lock = threading.Lock()
+        self._writer: SQLiteConnection | None = None
+
+    def use_writer(self, db_name: str, *, lock_timeout: float, synchronous: str) -> None:
+        conn = sqlite3.connect(db_name, uri=True, isolation_level=None, check_same_thread=False,
+                               timeout=lock_timeout, cached_statements=64)
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        self._writer = SQLiteConnection(conn, max_age=None)
+
+    def close_writer(self) -> None:
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        if self._writer is None:
+            return super().insert_events(stored_events, **kwargs)
+        with self._write_lock, self._writer.transaction(commit=True) as c:
+            return self._insert_events(c, stored_events, **kwargs)
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         positions = super()._insert_events(c, stored_events, **kwargs)

@@ -38,7 +38,8 @@ class TurnlogApplication(Application):
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording]:
         """The library's save, without its per-object runtime Protocol checks (about a third of
-        the cost of a small save) and snapshotting the saved aggregate instead of reloading it."""
+        the cost of a small save) and snapshotting the saved aggregate instead of reloading it.
+        Events go through the public event store (`events.put`); no repository cache is in use."""
         processing = ProcessingEvent()
         for obj in objs:
             if isinstance(obj, Aggregate):
@@ -47,7 +48,7 @@ class TurnlogApplication(Application):
             elif obj is not None:
                 processing.events.append(obj)
         processing.saved_kwargs.update(kwargs)
-        recordings = self._record(processing)
+        recordings = self.events.put(processing.events, **processing.saved_kwargs)
         self._snapshot_saved(processing)
         return recordings
 
