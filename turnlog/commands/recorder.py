@@ -48,24 +48,36 @@ class SealingRecorder(SQLiteApplicationRecorder):
         super().__init__(datastore, events_table_name)
         self._write_lock = threading.Lock()
         self._writer: SQLiteConnection | None = None
+        self._writer_settings: tuple[str, float, str] | None = None
 
     def use_writer(self, db_name: str, *, lock_timeout: float, synchronous: str) -> None:
-        conn = sqlite3.connect(db_name, uri=True, isolation_level=None, check_same_thread=False,
-                               timeout=lock_timeout, cached_statements=64)
-        conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._writer = SQLiteConnection(conn, max_age=None)
+        """Write through a connection of this recorder's own, opened at the first write (opening a
+        database only to read it must not create its file)."""
+        self._writer_settings = (db_name, lock_timeout, synchronous)
+
+    def _connection(self) -> SQLiteConnection | None:
+        if self._writer is None and self._writer_settings is not None:
+            db_name, lock_timeout, synchronous = self._writer_settings
+            conn = sqlite3.connect(db_name, uri=True, isolation_level=None, check_same_thread=False,
+                                   timeout=lock_timeout, cached_statements=64)
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._writer = SQLiteConnection(conn, max_age=None)
+        return self._writer
 
     def close_writer(self) -> None:
         with self._write_lock:
+            self._writer_settings = None
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        if self._writer is None:
-            return super().insert_events(stored_events, **kwargs)
-        with self._write_lock, self._writer.transaction(commit=True) as c:
-            return self._insert_events(c, stored_events, **kwargs)
+        with self._write_lock:
+            writer = self._connection()
+            if writer is not None:
+                with writer.transaction(commit=True) as c:
+                    return self._insert_events(c, stored_events, **kwargs)
+        return super().insert_events(stored_events, **kwargs)
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         positions = super()._insert_events(c, stored_events, **kwargs)
