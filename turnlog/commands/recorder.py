@@ -35,6 +35,11 @@ class ChainBroken(StoreError):
     """The log no longer matches its chain in a way a writer must not paper over."""
 
 
+def _shortened(head_position: int, first: int) -> ChainBroken:
+    return ChainBroken(f"the log was shortened behind turnlog's back: sealed through position {head_position}"
+                       f" but the log ends at {first - 1} (run `turnlog verify --chain`)")
+
+
 class SealingRecorder(SQLiteApplicationRecorder):
     """Writes go through one long-lived connection of this recorder (`use_writer`, set up by the
     factory for a file database), under the recorder's own lock, in the library's transaction
@@ -91,8 +96,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
         if self._sealed_from is None:
             previous = self._start_sealing(c, head_position, previous, first)
         elif head_position >= first:
-            raise ChainBroken(f"the log was shortened behind turnlog's back: sealed through position"
-                              f" {head_position} but the log ends at {first - 1} (run `turnlog verify --chain`)")
+            raise _shortened(head_position, first)
         rows = []
         for position, s in zip(positions, stored_events):
             previous = seal_of(link(previous, position, s.originator_id, s.originator_version, s.topic, s.state))
@@ -113,8 +117,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
         if row is not None:
             self._sealed_from = row[0]
             if head_position >= first:
-                raise ChainBroken(f"the log was shortened behind turnlog's back: sealed through position"
-                                  f" {head_position} but the log ends at {first - 1} (run `turnlog verify --chain`)")
+                raise _shortened(head_position, first)
             return previous
         # A log written before sealing on write: seal its unsealed events as they are now.
         while head_position < first - 1:
