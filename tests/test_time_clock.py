@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 import orjson
 import pytest
 
+from turnlog.commands.event_compressor import inflate
+
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
 SOURCE = SessionSource(platform="telegram", chat_type="dm", chat_id="7", user_id="7")
@@ -23,7 +25,7 @@ def event_times(db: str) -> list[tuple[int, datetime]]:
         rows = conn.execute("SELECT rowid, state FROM stored_events ORDER BY rowid").fetchall()
     finally:
         conn.close()
-    return [(p, datetime.fromisoformat(orjson.loads(s)["timestamp"]["_data_"])) for p, s in rows]
+    return [(p, datetime.fromisoformat(orjson.loads(inflate(s))["timestamp"]["_data_"])) for p, s in rows]
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
-from .projections.chain import ChainBreak, ChainSealer
+from .projections.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
@@ -445,12 +445,17 @@ class Turnlog:
                             key=key)
 
     def seal(self) -> int:
-        """Extend the hash chain over every committed event (reads do this too)."""
+        """Extend the hash chain over unsealed events: 0 on SQLite, where each write seals its
+        own events; a PostgreSQL log is sealed after the fact (reads do this too)."""
         return self.maintenance.seal()
 
     def verify_chain(self) -> list[ChainBreak]:
-        """Recompute the hash chain from the log: the positions of edited, deleted or moved events."""
+        """Recompute the hash chain from the log: the positions of edited, deleted, moved or unsealed events."""
         return self.maintenance.verify_chain()
+
+    def chain_report(self) -> ChainReport:
+        """verify_chain with the range of events sealed late (written before sealing on write)."""
+        return self.maintenance.chain_report()
 
     def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
         """Hermes-compatible export of a session (spec §10), or of its whole compression lineage."""

@@ -105,14 +105,21 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, out: Output)
     if chain:
         if names:
             raise click.UsageError("--chain checks the whole log: give no projection names")
-        breaks = [b.to_dict() for b in engine(ctx).verify_chain()]
+        chain_report = engine(ctx).chain_report()
+        breaks = [b.to_dict() for b in chain_report.breaks]
+        late = chain_report.sealed_late
 
         def chain_text() -> None:
             if not breaks:
                 out.line("chain: ok")
             for b in breaks:
-                out.line(f"chain: event at position {b['position']} {b['problem']}")
-        out.record({"ok": not breaks, "breaks": breaks}, chain_text, rows=breaks)
+                where = f"positions {b['position']}-{b['through']}" if "through" in b else f"position {b['position']}"
+                out.line(f"chain: event{'s' if 'through' in b else ''} at {where} {b['problem']}")
+            if late:
+                out.line(f"chain: note: positions {late[0]}-{late[1]} were written before sealing on write"
+                         " and sealed by a later write, as they were then")
+        out.record({"ok": not breaks, "breaks": breaks,
+                    "sealed_late": {"from": late[0], "through": late[1]} if late else None}, chain_text, rows=breaks)
         if breaks:
             ctx.exit(1)
         return

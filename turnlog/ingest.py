@@ -33,7 +33,7 @@ import orjson
 from .api import Turnlog
 from .clock import ManualClock, SystemClock
 from .commands.slash import COMMANDS, parse_command
-from .domain.inbox import InboxItem, inbox_id
+from .domain.inbox import Inbox, InboxItem, inbox_id
 from .domain.source import SessionSource
 from .errors import GatewayStillRunning, TurnlogError
 
@@ -254,11 +254,9 @@ def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str
         route_id = t.routing.routing_key(record.source).route_id
         by_inbox.setdefault(str(inbox_id(route_id)), []).append(record)
     fates: dict[tuple[str, str], tuple[str, str | None, str]] = {}
-    t.catch_up()
-    for row in t.views.item_fates(by_inbox):
-        for message_id in row.message_ids:
-            if message_id is not None:
-                fates[(row.inbox_id, message_id)] = (row.state, row.outcome, row.item_id)
+    for inbox in by_inbox:
+        for message_id, fate in _fates_of_messages(t, UUID(inbox)).items():
+            fates[(inbox, message_id)] = fate
     out = []
     for inbox, mine in by_inbox.items():
         for record in mine:
@@ -269,6 +267,26 @@ def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str
                 state = fate[0] if fate[1] is None else f"{fate[0]} ({fate[1]})"
                 out.append((record.line, f"its item {fate[2]} is {state}"))
     return sorted(out)
+
+
+def _fates_of_messages(t: Turnlog, inbox: UUID) -> dict[str, tuple[str, str | None, str]]:
+    """message id -> (state, outcome, item id) of the item it went into, read from the inbox's own
+    events: the queue read model keeps only the items still waiting or running."""
+    item_of: dict[str, str] = {}
+    fate: dict[str, tuple[str, str | None]] = {}
+    for event in t.app.events.get(inbox):
+        if isinstance(event, Inbox.Accepted):
+            item = event.merged_into or event.item_id
+            if event.message_id is not None:
+                item_of[event.message_id] = item
+            fate.setdefault(item, ("pending", None))
+        elif isinstance(event, Inbox.Started):
+            fate[event.item_id] = ("started", None)
+        elif isinstance(event, Inbox.Completed):
+            fate[event.item_id] = ("completed", event.outcome)
+        elif isinstance(event, Inbox.Dropped):
+            fate.update({item: ("dropped", event.reason) for item in event.item_ids})
+    return {message_id: (*fate[item], item) for message_id, item in item_of.items() if item in fate}
 
 
 def read_lines(stream: Iterable[Any]) -> Iterator[Any]:

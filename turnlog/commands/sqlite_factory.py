@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 
+from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
+
+from .recorder import SealingRecorder
 
 _SYNC_MODES = {"OFF", "NORMAL", "FULL", "EXTRA"}
 
@@ -29,8 +32,26 @@ class _Pool(SQLiteConnectionPool):
 
 
 class TurnlogSQLiteFactory(SQLiteFactory):
+    application_recorder_class = SealingRecorder
+
     def __init__(self, env):  # type: ignore[no-untyped-def]
         super().__init__(env)
+        self._writers: list[SealingRecorder] = []
         old = self.datastore.pool
         self.datastore.pool = _Pool(db_name=old.db_name, lock_timeout=old.lock_timeout)
         old.close()
+
+    def application_recorder(self) -> ApplicationRecorder:
+        recorder = super().application_recorder()
+        db_name = self.env.get(self.SQLITE_DBNAME) or ""
+        if isinstance(recorder, SealingRecorder) and not SQLiteConnectionPool.detect_memory_mode(db_name):
+            timeout = float((self.env.get(self.SQLITE_LOCK_TIMEOUT) or "").strip() or 5)
+            recorder.use_writer(db_name, lock_timeout=timeout, synchronous=synchronous_mode())
+            self._writers.append(recorder)
+        return recorder
+
+    def close(self) -> None:
+        for recorder in self._writers:
+            recorder.close_writer()
+        super().close()
+

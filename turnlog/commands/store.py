@@ -28,6 +28,7 @@ from ..errors import StoreError
 
 SQLITE_FACTORY = "turnlog.commands.sqlite_factory:TurnlogSQLiteFactory"
 TRANSCODER = "turnlog.commands.transcoder:OrjsonTranscoder"
+COMPRESSOR = "turnlog.commands.event_compressor:EventCompressor"
 EVENTS_TABLE = "stored_events"
 
 
@@ -37,7 +38,8 @@ class TurnlogApplication(Application):
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording]:
         """The library's save, without its per-object runtime Protocol checks (about a third of
-        the cost of a small save) and snapshotting the saved aggregate instead of reloading it."""
+        the cost of a small save) and snapshotting the saved aggregate instead of reloading it.
+        Events go through the public event store (`events.put`); no repository cache is in use."""
         processing = ProcessingEvent()
         for obj in objs:
             if isinstance(obj, Aggregate):
@@ -46,7 +48,7 @@ class TurnlogApplication(Application):
             elif obj is not None:
                 processing.events.append(obj)
         processing.saved_kwargs.update(kwargs)
-        recordings = self._record(processing)
+        recordings = self.events.put(processing.events, **processing.saved_kwargs)
         self._snapshot_saved(processing)
         return recordings
 
@@ -92,6 +94,7 @@ def parse_location(location: str | os.PathLike[str], views_path: str | None = No
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": os.environ.get("TURNLOG_SQLITE_LOCK_TIMEOUT", "30"),
             "TRANSCODER_TOPIC": TRANSCODER,
+            "COMPRESSOR_TOPIC": COMPRESSOR,
         },
         views_path=views_path or path,
         display=path,
@@ -113,6 +116,7 @@ def _postgres_location(url: str, views_path: str | None) -> StoreLocation:
         "POSTGRES_USER": unquote(parsed.username or "postgres"),
         "POSTGRES_PASSWORD": unquote(parsed.password or ""),
         "TRANSCODER_TOPIC": TRANSCODER,
+        "COMPRESSOR_TOPIC": COMPRESSOR,
     }
     return StoreLocation(kind="postgres", env=env, views_path=views_path, display=f"postgresql://{parsed.hostname}/{dbname}")
 

@@ -142,8 +142,10 @@ class Rows:
         self._update = f"UPDATE {name} SET {', '.join(f'{c}=?' for c in others)} WHERE {match}"
         self._insert_values = _values(self.columns)
         self._update_values = _values((*others, *self.key_columns))
+        self._delete = f"DELETE FROM {name} WHERE {match}"
         self._blank = dict.fromkeys(self.columns)
         self.added: dict[Any, dict[str, Any]] = {}
+        self.removed: set[Any] = set()  # keys of stored rows to delete at flush
         self.loaded: dict[Any, dict[str, Any]] = {}
         self.clean: dict[Any, dict[str, Any]] = {}  # written, unchanged since
 
@@ -159,6 +161,8 @@ class Rows:
 
     def get(self, key: Any) -> dict[str, Any] | None:
         row = self.added.get(key) or self.loaded.get(key)
+        if row is None and key in self.removed:
+            return None
         if row is None:
             row = self.clean.pop(key, None)
             if row is None:
@@ -169,7 +173,17 @@ class Rows:
             self.loaded[key] = row
         return row
 
+    def remove(self, key: Any) -> None:
+        """Forget a row: a row added in this batch is never written, a stored one is deleted."""
+        if self.added.pop(key, None) is None:
+            self.removed.add(key)
+        self.loaded.pop(key, None)
+        self.clean.pop(key, None)
+
     def flush(self) -> None:
+        if self.removed:
+            self.t.db.executemany(self._delete, map(self._key_values, self.removed))
+            self.removed = set()
         if self.added:
             self.t.db.executemany(self._insert, map(self._insert_values, self.added.values()))
         if self.loaded:

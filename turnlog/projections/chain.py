@@ -1,56 +1,68 @@
-"""A hash chain over the stored log: tamper evidence for the public record.
+"""Verifying the hash chain over the stored log: tamper evidence for the public record.
 
-Each committed event is sealed in order: its hash covers the previous hash and the event's own
-stored bytes (position, stream id, version, topic, state). Verifying recomputes the chain from
-the log and names the first position whose event was edited, deleted or moved.
+On SQLite the recorder seals each event in the transaction that writes it
+(commands/recorder.py), so verification only reads: it recomputes every link from the log and
+names each position whose event was edited, deleted, moved, or is not sealed at all (a forged
+insert, a shortened or dropped chain). A PostgreSQL log is still sealed after the fact by
+`seal()`, from the read-model file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.application import Application
 
-GENESIS = "0" * 64
+from ..commands.recorder import SealingRecorder
+from ..domain.chain import GENESIS, as_hex, link, matches
+
 BATCH = 5000
 
 
-def link(previous: str, n: Any) -> str:
-    h = hashlib.sha256()
-    h.update(previous.encode())
-    h.update(f"|{n.id}|{n.originator_id}|{n.originator_version}|{n.topic}|".encode())
-    h.update(bytes(n.state))
-    return h.hexdigest()
+def link_of(previous: str, n: Any) -> str:
+    return link(previous, n.id, n.originator_id, n.originator_version, n.topic, n.state)
 
 
 @dataclass(frozen=True)
 class ChainBreak:
     position: int
-    problem: str  # edited | missing | unexpected
+    problem: str  # edited | missing | unsealed
+    through: int | None = None  # the last position of a run of unsealed events
 
     def to_dict(self) -> dict[str, Any]:
-        return {"position": self.position, "problem": self.problem}
+        out: dict[str, Any] = {"position": self.position, "problem": self.problem}
+        if self.through is not None:
+            out["through"] = self.through
+        return out
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    breaks: list[ChainBreak]
+    sealed_late: tuple[int, int] | None  # positions written before sealing on write, sealed by a later write
 
 
 class ChainSealer:
     def __init__(self, app: Application, db: sqlite3.Connection) -> None:
         self.app = app
         self.db = db
-        db.execute("CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash TEXT NOT NULL)")
+        self.on_write = isinstance(app.recorder, SealingRecorder)
+
+    def _after_the_fact(self) -> None:
+        self.db.execute("CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash TEXT NOT NULL)")
 
     def _last(self) -> tuple[int, str]:
         row = self.db.execute("SELECT position, hash FROM chain ORDER BY position DESC LIMIT 1").fetchone()
-        return (row[0], row[1]) if row else (0, GENESIS)
+        return (row[0], as_hex(row[1])) if row else (0, GENESIS)
 
     def seal(self, stop: int | None = None) -> int:
-        """Seal every committed event not sealed yet; returns how many were sealed.
-
-        Events are read before the write transaction is opened: holding the file's write lock
-        while waiting for a log connection would deadlock against a writer waiting for the lock.
-        """
+        """Seal every committed event not sealed yet; returns how many were sealed (always 0 where
+        the recorder seals as it writes: nothing is left for a reader to vouch for)."""
+        if self.on_write:
+            return 0
+        self._after_the_fact()
         target = self.app.recorder.max_notification_id() or 0 if stop is None else stop
         sealed = 0
         while True:
@@ -62,8 +74,10 @@ class ChainSealer:
                 return sealed
             rows = []
             for n in batch:
-                previous = link(previous, n)
+                previous = link_of(previous, n)
                 rows.append((n.id, previous))
+            # Events are read before the write transaction: holding the file's write lock while
+            # waiting for a log connection would deadlock against a writer waiting for the lock.
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 if self._last()[0] != position:  # another process sealed meanwhile: start again from its seal
@@ -76,33 +90,58 @@ class ChainSealer:
                 raise
             sealed += len(rows)
 
-    def verify(self) -> list[ChainBreak]:
-        """Recompute each sealed link from the log; [] when intact.
+    def _sealed(self) -> tuple[dict[int, str], int | None]:
+        recorder = self.app.recorder
+        if isinstance(recorder, SealingRecorder):
+            return recorder.chain_state()
+        self._after_the_fact()
+        return {p: as_hex(h) for p, h in self.db.execute("SELECT position, hash FROM chain")}, 1
+
+    def report(self) -> ChainReport:
+        """Recompute each link from the log and name every position that does not match.
 
         Each event is checked against the seal of the position before it, so one edited,
         deleted or moved event is named by its own position instead of breaking everything after.
+        An event without a seal is a break: nothing writes an event without sealing it (a log
+        from before sealing on write, never written to since, reports its events unsealed too).
         """
-        sealed = dict(self.db.execute("SELECT position, hash FROM chain").fetchall())
-        if not sealed:
-            return []
-        head = max(sealed)
+        sealed, sealed_from = self._sealed()
+        head_event = self.app.recorder.max_notification_id() or 0
+        head = max(max(sealed, default=0), head_event)
         breaks: list[ChainBreak] = []
         seen: set[int] = set()
         start = 0
-        while True:
+        while start < head:
             batch = self.app.recorder.select_notifications(start, BATCH, stop=head, inclusive_of_start=False)
             if not batch:
                 break
             for n in batch:
                 seen.add(n.id)
                 if n.id not in sealed:
-                    breaks.append(ChainBreak(n.id, "unexpected"))
+                    breaks.append(ChainBreak(n.id, "unsealed"))
                     continue
                 previous = sealed.get(n.id - 1, GENESIS if n.id == 1 else None)
                 if previous is None:
                     previous = max(((p, h) for p, h in sealed.items() if p < n.id), default=(0, GENESIS))[1]
-                if link(previous, n) != sealed[n.id]:
+                if not matches(link_of(previous, n), sealed[n.id]):
                     breaks.append(ChainBreak(n.id, "edited"))
             start = batch[-1].id
         breaks.extend(ChainBreak(p, "missing") for p in sealed if p not in seen)
-        return sorted(breaks, key=lambda b: b.position)
+        late = (1, sealed_from - 1) if sealed_from is not None and sealed_from > 1 else None
+        return ChainReport(_runs(sorted(breaks, key=lambda b: b.position)), late)
+
+    def verify(self) -> list[ChainBreak]:
+        return self.report().breaks
+
+
+def _runs(breaks: list[ChainBreak]) -> list[ChainBreak]:
+    """Consecutive unsealed positions as one break (a dropped chain is one line, not thousands)."""
+    out: list[ChainBreak] = []
+    for b in breaks:
+        last = out[-1] if out else None
+        if (b.problem == "unsealed" and last is not None and last.problem == "unsealed"
+                and (last.through or last.position) + 1 == b.position):
+            out[-1] = ChainBreak(last.position, "unsealed", b.position)
+        else:
+            out.append(b)
+    return out

@@ -23,6 +23,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
+from ..commands.event_compressor import EventCompressor, inflate
 from .base import rows_in, utc_text
 
 Row = tuple[int, Any, int, str, bytes]
@@ -59,7 +60,10 @@ class LogReader:
         self.sql = db if self.direct else _log_connection(recorder)
         self.uuid_ids = getattr(getattr(recorder, "datastore", None), "originator_id_type", "uuid") == "uuid"
         mapper = app.mapper
-        self.fast = self.direct and not getattr(mapper, "cipher", None) and not getattr(mapper, "compressor", None)
+        compressor = getattr(mapper, "compressor", None)
+        # turnlog's own compressor is undone here (inflate); another one means decoding through the mapper.
+        self.fast = self.direct and not getattr(mapper, "cipher", None) and (
+            compressor is None or isinstance(compressor, EventCompressor))
         self.transcoder = mapper.transcoder
         # The transcoder's own tagged-value walk, when it is turnlog's; the top level is done here.
         self._untag = getattr(self.transcoder, "_untag", None)
@@ -153,7 +157,7 @@ class LogReader:
         start = len(_TIME_PREFIX)
         dot, utc, end = slice(start + 19, start + 20), slice(start + 26, start + 33), start + 32
         return [state[start:end].decode() if state[dot] == b"." and state[utc] == b'+00:00"'
-                and state.startswith(_TIME_PREFIX) else None for state in map(_state, rows)]
+                and state.startswith(_TIME_PREFIX) else None for state in map(inflate, map(_state, rows))]
 
     def event_time(self, row: Row, event: Any = None) -> str:
         """The event's time as fixed-width UTC text: from its stored bytes, or decoded."""
@@ -205,6 +209,7 @@ class LogReader:
         cls, times = plan
         if cls is None or (self.uuid_ids and not isinstance(originator_id, str)):
             return None
+        state = inflate(state)
         data = orjson.loads(state)
         if "class_version" in data:
             return None

@@ -95,6 +95,7 @@ _ITEM_COLUMNS = ("inbox_id", "item_id", "session_key", "kind", "text", "message_
 
 class QueueProjection:
     name = "queue"
+    version = 2  # 2: a finished item (completed, dropped) leaves the table: only waiting and started ones are read
     weight = 3.3  # rebuild cost relative to the others (parallel.py)
     tables = ("queue_items", "inboxes")
     topics = ("turnlog:InboxOpened", "turnlog:InboundAccepted", "turnlog:InboundStarted",
@@ -155,10 +156,10 @@ class _QueueWriter:
             self._change(inbox, e["item_id"], at, position, state="started", session_id=e["session_id"],
                          turn_id=e["turn_id"])
         elif topic == "turnlog:InboundCompleted":
-            self._change(inbox, e["item_id"], at, position, state="completed", outcome=e["outcome"])
+            self.items.remove((inbox, e["item_id"]))  # the log keeps it; nothing reads a finished item here
         elif topic == "turnlog:InboundDropped":
             for item_id in e["item_ids"]:
-                self._change(inbox, item_id, at, position, state="dropped", outcome=e["reason"])
+                self.items.remove((inbox, item_id))
 
     def _change(self, inbox: str, item_id: str, at: str, position: int, **values: Any) -> None:
         row = self.items.get((inbox, item_id))

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from .base import TypedRow, rows_in
+from .base import TypedRow
 
 
 @dataclass(frozen=True)
@@ -146,19 +146,3 @@ def queue_depths(db: sqlite3.Connection) -> list[QueueDepth]:
     return [QueueDepth(*r) for r in db.execute(
         "SELECT session_key, SUM(state='pending'), SUM(state='started') FROM queue_items"
         " WHERE state IN ('pending', 'started') GROUP BY session_key ORDER BY session_key")]
-
-
-@dataclass(frozen=True)
-class ItemFate(TypedRow):
-    """What became of one inbound item: its state and outcome, and the message ids merged into it."""
-    inbox_id: str
-    item_id: str
-    message_ids: list[str | None]
-    state: str
-    outcome: str | None
-
-
-def item_fates(db: sqlite3.Connection, inbox_ids: Iterable[str]) -> list[ItemFate]:
-    return [ItemFate(r[0], r[1], orjson.loads(r[2]), r[3], r[4]) for r in rows_in(
-        db, "SELECT inbox_id, item_id, message_ids, state, outcome FROM queue_items WHERE inbox_id IN ({})",
-        inbox_ids)]

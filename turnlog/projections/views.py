@@ -20,7 +20,7 @@ from . import route_history_views, routing_views, search_query, timeline_query, 
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
 from .runner import ProjectionRunner
-from .turns_views import DeliveryRow, ItemFate, ItemRef, LeaseRow, OwedDelivery, QueueDepth, QueueItemRow
+from .turns_views import DeliveryRow, ItemRef, LeaseRow, OwedDelivery, QueueDepth, QueueItemRow
 
 
 def message_row(e: Any) -> dict[str, Any]:
@@ -84,9 +84,6 @@ class Views:
 
     def queue(self, route_ids: list[str]) -> list[QueueItemRow]:
         return self._read(turns_views.queue, route_ids)
-
-    def item_fates(self, inbox_ids: Iterable[str]) -> list[ItemFate]:
-        return self._read(turns_views.item_fates, inbox_ids)
 
     def queue_depths(self) -> list[QueueDepth]:
         return self._read(turns_views.queue_depths)

@@ -1,0 +1,155 @@
+"""turnlog's SQLite event recorder: the library's recorder, sealing the hash chain as it writes.
+
+A subclass of eventsourcing's `SQLiteApplicationRecorder` through its documented extension
+point (`_insert_events`, selected by the factory's `application_recorder_class`): after the
+library inserts the events, the same transaction appends one chain link per event. So an event
+and its seal commit together or not at all; nothing is ever left unsealed for a reader to seal
+later, which is what let an edit made before the first read pass verification.
+
+`chain_meta.sealed_from` is the first position sealed by its own write transaction. A database
+written by an older turnlog (events but no `chain_meta`) has its earlier events sealed by the
+first write of this version, as they are at that moment; the verifier reports that range as
+"sealed late" instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any, Sequence
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQLiteCursor, SQLiteDatastore
+
+from ..domain.chain import GENESIS, as_hex, link, seal_of
+from ..errors import StoreError
+
+CHAIN_TABLES = (
+    "CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash BLOB NOT NULL)",  # 16 raw bytes
+    "CREATE TABLE IF NOT EXISTS chain_meta (id INTEGER PRIMARY KEY CHECK (id = 1), sealed_from INTEGER NOT NULL)",
+)
+ADOPT_BATCH = 5000
+
+
+class ChainBroken(StoreError):
+    """The log no longer matches its chain in a way a writer must not paper over."""
+
+
+def _shortened(head_position: int, first: int) -> ChainBroken:
+    return ChainBroken(f"the log was shortened behind turnlog's back: sealed through position {head_position}"
+                       f" but the log ends at {first - 1} (run `turnlog verify --chain`)")
+
+
+class SealingRecorder(SQLiteApplicationRecorder):
+    """Writes go through one long-lived connection of this recorder (`use_writer`, set up by the
+    factory for a file database), under the recorder's own lock, in the library's transaction
+    wrapper (so errors map to its exceptions): no pool hand-out per save, statements stay
+    prepared. Reads keep using the library's pool."""
+
+    # Set once chain_meta is known to be committed; until then each write checks (and creates) it.
+    _sealed_from: int | None = None
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name)
+        self._write_lock = threading.Lock()
+        self._writer: SQLiteConnection | None = None
+        self._writer_settings: tuple[str, float, str] | None = None
+
+    def use_writer(self, db_name: str, *, lock_timeout: float, synchronous: str) -> None:
+        """Write through a connection of this recorder's own, opened at the first write (opening a
+        database only to read it must not create its file)."""
+        self._writer_settings = (db_name, lock_timeout, synchronous)
+
+    def _connection(self) -> SQLiteConnection | None:
+        if self._writer is None and self._writer_settings is not None:
+            db_name, lock_timeout, synchronous = self._writer_settings
+            conn = sqlite3.connect(db_name, uri=True, isolation_level=None, check_same_thread=False,
+                                   timeout=lock_timeout, cached_statements=64)
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            self._writer = SQLiteConnection(conn, max_age=None)
+        return self._writer
+
+    def close_writer(self) -> None:
+        with self._write_lock:
+            self._writer_settings = None
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        with self._write_lock:
+            writer = self._connection()
+            if writer is not None:
+                with writer.transaction(commit=True) as c:
+                    return self._insert_events(c, stored_events, **kwargs)
+        return super().insert_events(stored_events, **kwargs)
+
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        positions = super()._insert_events(c, stored_events, **kwargs)
+        if not positions:
+            return positions
+        first = positions[0]
+        if self._sealed_from is None:
+            for statement in CHAIN_TABLES:
+                c.execute(statement)
+        head_position, previous = self._head(c)
+        if self._sealed_from is None:
+            previous = self._start_sealing(c, head_position, previous, first)
+        elif head_position >= first:
+            raise _shortened(head_position, first)
+        rows = []
+        for position, s in zip(positions, stored_events):
+            previous = seal_of(link(previous, position, s.originator_id, s.originator_version, s.topic, s.state))
+            rows.append((position, bytes.fromhex(previous)))
+        c.executemany("INSERT INTO chain (position, hash) VALUES (?, ?)", rows)
+        return positions
+
+    @staticmethod
+    def _head(c: SQLiteCursor) -> tuple[int, str]:
+        c.execute("SELECT position, hash FROM chain ORDER BY position DESC LIMIT 1")
+        row = c.fetchone()
+        return (row[0], as_hex(row[1])) if row else (0, GENESIS)
+
+    def _start_sealing(self, c: SQLiteCursor, head_position: int, previous: str, first: int) -> str:
+        """First write of this recorder: learn where sealing on write began, or begin it here."""
+        c.execute("SELECT sealed_from FROM chain_meta WHERE id = 1")
+        row = c.fetchone()
+        if row is not None:
+            self._sealed_from = row[0]
+            if head_position >= first:
+                raise _shortened(head_position, first)
+            return previous
+        # A log written before sealing on write: seal its unsealed events as they are now.
+        while head_position < first - 1:
+            c.execute(f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name}"
+                      " WHERE rowid > ? AND rowid < ? ORDER BY rowid LIMIT ?", (head_position, first, ADOPT_BATCH))
+            batch = c.fetchall()
+            if not batch:
+                break
+            rows = []
+            for position, originator_id, version, topic, state in batch:
+                previous = seal_of(link(previous, position, self.convert_originator_id(originator_id), version, topic,
+                                            state))
+                rows.append((position, bytes.fromhex(previous)))
+            c.executemany("INSERT INTO chain (position, hash) VALUES (?, ?)", rows)
+            head_position = batch[-1][0]
+        c.execute("INSERT INTO chain_meta (id, sealed_from) VALUES (1, ?)", (first,))
+        return previous
+
+    # -- reading the chain (verification) ------------------------------------------------------
+
+    def chain_state(self) -> tuple[dict[int, str], int | None]:
+        """Every stored seal by position (hex), and the first position sealed on write (None: never)."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT name FROM sqlite_master WHERE type='table' AND name IN ('chain', 'chain_meta')")
+            tables = {row[0] for row in c.fetchall()}
+            sealed: dict[int, str] = {}
+            if "chain" in tables:
+                c.execute("SELECT position, hash FROM chain")
+                sealed = {row[0]: as_hex(row[1]) for row in c.fetchall()}
+            sealed_from = None
+            if "chain_meta" in tables:
+                c.execute("SELECT sealed_from FROM chain_meta WHERE id = 1")
+                row = c.fetchone()
+                sealed_from = row[0] if row else None
+            return sealed, sealed_from
