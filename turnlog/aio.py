@@ -20,8 +20,10 @@ TurnCancelled.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
@@ -101,7 +103,7 @@ class AsyncTurnlog:
         while True:
             future = asyncio.run_coroutine_threadsafe(_next(stream), loop)
             if running is not None:
-                running.cancel.on_cancel(lambda _reason, f=future: f.cancel())
+                running.cancel.on_cancel(functools.partial(_cancel_pull, future))
             done, value = self._wait(future)
             if done:
                 return
@@ -206,3 +208,8 @@ def wrap(turnlog: "Turnlog | AsyncTurnlog") -> AsyncTurnlog:
     if wrapped is None:
         wrapped = turnlog._aio = AsyncTurnlog(turnlog)  # type: ignore[attr-defined]
     return wrapped
+
+
+def _cancel_pull(pull: "concurrent.futures.Future[Any]", _reason: str) -> None:
+    """The turn was cancelled: stop waiting for the agent's next message."""
+    pull.cancel()

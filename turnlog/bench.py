@@ -99,7 +99,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     t.close()
 
     lat_ms = [x * 1000 for x in latencies]
-    result = {
+    result: dict[str, Any] = {
         "bench": "turnlog",
         "python": _platform.python_version(),
         "sqlite": sqlite3.sqlite_version,

@@ -255,8 +255,8 @@ def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str
         by_inbox.setdefault(str(inbox_id(route_id)), []).append(record)
     fates: dict[tuple[str, str], tuple[str, str | None, str]] = {}
     for inbox in by_inbox:
-        for message_id, fate in _fates_of_messages(t, UUID(inbox)).items():
-            fates[(inbox, message_id)] = fate
+        for message_id, item_fate in _fates_of_messages(t, UUID(inbox)).items():
+            fates[(inbox, message_id)] = item_fate
     out = []
     for inbox, mine in by_inbox.items():
         for record in mine:

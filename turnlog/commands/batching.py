@@ -24,7 +24,7 @@ class BatchCommands:
         return self.inbound.ctx.config.text_batching
 
     def run_due(self, source: SessionSource, responder: Responder, sender: Sender) -> list[TurnOutcome]:
-        outcomes = []
+        outcomes: list[TurnOutcome] = []
         while True:
             inbox = self.inbound.inbox(self.inbound.routing.routing_key(source), fresh=True)
             pending = inbox.pending() if inbox is not None else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -14,7 +14,7 @@ from eventsourcing.persistence import IntegrityError
 
 from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
-from ..domain.base import stream_id
+from ..domain.base import TurnlogAggregate, stream_id
 from ..domain.session import Session
 from ..errors import ConflictError, ReadOnlyDatabase
 from .store import TurnlogApplication
@@ -48,7 +48,7 @@ class AggregateCache:
                 self._items.move_to_end(aggregate_id)
         if cached is None:
             try:
-                aggregate = self.app.repository.get(aggregate_id)
+                aggregate: Any = self.app.repository.get(aggregate_id)
             except AggregateNotFoundError:
                 return None
         elif not fresh:
@@ -56,7 +56,7 @@ class AggregateCache:
         else:
             aggregate = cached.clone()
             for event in self.app.events.get(aggregate_id, gt=aggregate.version):
-                event.mutate(aggregate)
+                cast(Any, event).mutate(aggregate)
         self.put(aggregate)
         return aggregate.clone()
 
@@ -109,7 +109,7 @@ class CommandContext:
                     self.cache.forget(item.id)
             raise
         for item in items:
-            if isinstance(item, Aggregate):
+            if isinstance(item, TurnlogAggregate):
                 self.cache.put(item.clone())
         return recordings[-1].notification.id if recordings else 0
 

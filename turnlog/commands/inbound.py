@@ -251,6 +251,7 @@ class InboundCommands:
             waiting = fresh.pending() if fresh is not None else []
             if not waiting:
                 raise _NothingPending
+            assert fresh is not None  # it has items waiting
             item = waiting[0]
             actor, _ = self._who(item.source or source, item.kind)
             cause = f"inbound:{item.item_id}"
@@ -349,7 +350,7 @@ class InboundCommands:
             items: list[Any] = [lease] if lease is not None else []
             session = self.ctx.session(token.session_id)
             resumed = session is not None and session.resume_pending
-            if resumed:
+            if session is not None and resumed:
                 # A completed turn is what ends an interruption (seed 002 §7).
                 session.clear_resume_pending(at=now, actor=owner, cause=cause)
                 items.append(session)

@@ -37,7 +37,7 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._callbacks: list[Callable[[str], None]] = []
+        self._callbacks: list[Callable[[str], object]] = []
         self.reason: str | None = None
 
     @property
@@ -51,7 +51,7 @@ class CancelToken:
         if self.cancelled:
             raise TurnCancelled(f"the turn was cancelled: {self.reason}")
 
-    def on_cancel(self, callback: Callable[[str], None]) -> None:
+    def on_cancel(self, callback: Callable[[str], object]) -> None:
         """Run `callback(reason)` when cancelled (at once if already cancelled)."""
         with self._lock:
             if not self.cancelled:

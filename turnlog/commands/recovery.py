@@ -22,7 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, cast
 from uuid import UUID
 
 from ..domain.delivery import MAX_ATTEMPTS, Delivery, delivery_id
@@ -209,7 +209,7 @@ class RecoveryCommands:
         events = self.ctx.app.events
         last = next(iter(events.get(heartbeat_id(boot_id), desc=True, limit=1)), None)
         if last is not None and (host is None or pid is None):
-            first = next(iter(events.get(heartbeat_id(boot_id), lte=1)))
+            first: Any = next(iter(events.get(heartbeat_id(boot_id), lte=1)))
             host, pid = first.host, first.pid
         if host is None or pid is None:
             return False  # not a gateway boot (no heartbeat, nothing recorded): nobody keeps it alive
@@ -257,7 +257,7 @@ class RecoveryCommands:
         for session_id in self._held_by(clean_ids):
             # A clean stop drained every turn: a marker left by it is an orphan, dropped unresumed.
             lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
-            if lease is not None and lease.owner in clean_ids:
+            if lease is not None and lease.owner is not None and lease.owner in clean_ids:
                 report.clean_boots_with_orphans.append(lease.owner)
                 if not dry_run:
                     revoked = self.turns.revoke(session_id, "orphan_after_clean_stop", actor=self.owner,
@@ -345,6 +345,7 @@ class RecoveryCommands:
                 outcome = "stuck_loop" if action == SUSPENDED_STUCK_LOOP else "session_ended"
                 closing = [w.item_id for w in inbox.in_flight() if w.session_id == session_id] if inbox else []
                 for item_id in closing:
+                    assert inbox is not None
                     inbox.complete(item_id, outcome, at=now, actor=self.owner, cause=cause)
                 if closing:
                     items.append(inbox)
@@ -364,7 +365,8 @@ class RecoveryCommands:
 
     def _turn_messages(self, session_id: str, epoch: int) -> list[MessageAppended]:
         turn: list[MessageAppended] = []
-        for message in self.ctx.app.events.get(transcript_id(session_id), desc=True, limit=50):
+        for message in cast("Iterable[MessageAppended]",
+                            self.ctx.app.events.get(transcript_id(session_id), desc=True, limit=50)):
             if message.epoch != epoch:
                 break
             turn.append(message)

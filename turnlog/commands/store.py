@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from typing import Any, Iterator
+from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import Aggregate
@@ -40,7 +41,7 @@ class TurnlogApplication(Application):
         """The library's save, without its per-object runtime Protocol checks (about a third of
         the cost of a small save) and snapshotting the saved aggregate instead of reloading it.
         Events go through the public event store (`events.put`); no repository cache is in use."""
-        processing = ProcessingEvent()
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
         for obj in objs:
             if isinstance(obj, Aggregate):
                 processing.events.extend(obj.collect_events())
@@ -64,6 +65,7 @@ class TurnlogApplication(Application):
                 continue
             if aggregate.version == event.originator_version:
                 snapshot_class = getattr(type(aggregate), "Snapshot", type(self).snapshot_class)
+                assert snapshot_class is not None  # snapshotting is on (self.snapshots)
                 self.snapshots.put([snapshot_class.take(aggregate)])
             else:
                 self.take_snapshot(event.originator_id, version=event.originator_version)

@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from eventsourcing.persistence import IntegrityError
 
@@ -89,6 +89,7 @@ class TurnCommands:
                 epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
                                       ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause,
                                       lease_now=lease_time(self.ctx.clock))
+                assert lease.expires_at is not None  # just acquired
                 token = LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
                 extra = list(before_save(lease, token)) if before_save is not None else []
                 self.ctx.save(lease, *extra)
@@ -244,5 +245,5 @@ class TurnCommands:
 
     def transcript(self, session_id: str, *, after: int | None = None, upto: int | None = None,
                    limit: int | None = None, newest_first: bool = False) -> list[MessageAppended]:
-        return list(self.ctx.app.events.get(transcript_id(session_id), gt=after, lte=upto, desc=newest_first,
-                                            limit=limit))
+        return list(cast("Iterable[MessageAppended]", self.ctx.app.events.get(
+            transcript_id(session_id), gt=after, lte=upto, desc=newest_first, limit=limit)))

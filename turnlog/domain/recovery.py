@@ -53,8 +53,11 @@ def closes_in_flight_items(action: str) -> bool:
 
 
 class _InFlight(Protocol):
-    item_id: str
-    session_id: str | None
+    @property
+    def item_id(self) -> str: ...
+
+    @property
+    def session_id(self) -> str | None: ...
 
 
 def answered_items(in_flight: Iterable[_InFlight], item_id: str | None, session_id: str,

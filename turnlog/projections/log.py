@@ -38,6 +38,7 @@ class _Id(UUID):
     """A UUID that remembers its text: projections file rows under str(originator_id)."""
 
     __slots__ = ("_text",)
+    _text: str
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
@@ -171,7 +172,7 @@ class LogReader:
             for name in times:
                 data[name] = _from_iso(data[name])
             data["originator_id"] = self._id(row[1]) if self.uuid_ids else row[1]
-            event = object.__new__(cls)
+            event: Any = object.__new__(cls)
             object.__setattr__(event, "__dict__", data)
             return event
         _, originator_id, version, topic, state = row
@@ -243,9 +244,11 @@ class LogReader:
 
     def _untag_rest(self, data: dict[str, Any]) -> None:
         """Tagged values besides the known top-level times: the transcoder's own walk."""
+        untag = self._untag
+        assert untag is not None  # only called where the transcoder has its walk
         for name, value in data.items():
             if type(value) is dict or type(value) is list:
-                data[name] = self._untag(value)
+                data[name] = untag(value)
 
     def _id(self, text: str) -> UUID:
         found = self._ids.get(text)

@@ -422,6 +422,7 @@ class ProjectionRunner:
             self.db.execute(f"PRAGMA {ELSEWHERE}.journal_mode=TRUNCATE")
             self.db.execute(f"PRAGMA {ELSEWHERE}.synchronous=OFF")
             target = _Target(self.db, REBUILD_SUFFIX, f"{ELSEWHERE}.{REBUILDS_TABLE}", schema=ELSEWHERE)
+            assert target.table is not None  # a rebuild keeps its positions in a table
             with target.transaction():
                 _create_rebuilds_table(self.db, target.table)
                 started = target.positions()
