@@ -2,7 +2,9 @@
 imports resolved (relative ones too, and `from package import module`), and the graph searched.
 
 Imports under `if TYPE_CHECKING:` are left out: they exist for annotations only and never run.
-Imports inside functions are counted: a late import is still a dependency.
+Imports inside functions are counted: a late import is still a dependency. So are imports by
+name (`importlib.import_module`, `__import__`): in a module that makes them, every string naming a
+turnlog module counts as an edge to it, since the name may reach the call through a variable.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import turnlog
 ROOT = Path(turnlog.__file__).parent
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+def module_name(path: Path, top: Path = ROOT.parent) -> str:
+    parts = list(path.relative_to(top).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -49,12 +51,32 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+def _imports_by_name(tree: ast.AST, package: str) -> set[str]:
+    """Module names a module may import through importlib: none unless it calls import_module or
+    __import__; then every string constant that reads as a module name (relative ones resolved)."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in ("import_module", "__import__")]
+    if not calls:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if text.startswith("."):
+                dots = len(text) - len(text.lstrip("."))
+                base = package.split(".")
+                text = ".".join(base[: len(base) - (dots - 1)] + [text.lstrip(".")])
+            names.add(text)
+    return names
+
+
 def edges(known: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in known.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets: set[str] = set()
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        targets: set[str] = _imports_by_name(tree, package)
+        for node in _imports(tree):
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
                 continue
@@ -110,6 +132,26 @@ def test_the_graph_finds_a_cycle_when_there_is_one():
     assert "turnlog.api" in graph["turnlog"]  # `from .api import ...` in the package's __init__
     graph["turnlog.domain.keys"] = graph["turnlog.domain.keys"] | {"turnlog.api"}
     assert any("turnlog.domain.keys" in c and "turnlog.api" in c for c in cycles(graph))
+
+
+def test_an_import_by_name_is_an_edge(tmp_path):
+    # The shape turnlog/cli.py once had: the group loaded its command modules by name, hiding a cycle.
+    package = tmp_path / "turnlog"
+    (package / "web").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "web" / "__init__.py").write_text("")
+    (package / "cli.py").write_text(
+        "import importlib\n"
+        "MODULES = ('turnlog.cli_audit', '.web.cli')\n"
+        "def load():\n"
+        "    for name in MODULES:\n"
+        "        importlib.import_module(name, 'turnlog')\n")
+    (package / "cli_audit.py").write_text("from .cli import load\n")
+    (package / "web" / "cli.py").write_text("from ..cli import load\n")
+    known = {module_name(p, tmp_path): p for p in package.rglob("*.py")}
+    graph = edges(known)
+    assert {"turnlog.cli_audit", "turnlog.web.cli"} <= graph["turnlog.cli"]
+    assert sorted(map(sorted, cycles(graph))) == [["turnlog.cli", "turnlog.cli_audit", "turnlog.web.cli"]]
 
 
 def test_turnlog_has_no_import_cycles():

@@ -19,6 +19,7 @@ from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
 from .commands.inbound import resume as resume_turn
 from .commands.keeper import Keeper
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
+from .commands.obligation import reply_obligation
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
@@ -39,7 +40,6 @@ from .errors import AmbiguousKey, InvalidRequest, NotFound
 from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
 from .domain.inbox import HUMAN
-from .domain.silence import outbound_for_reply
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
@@ -201,23 +201,14 @@ class Turnlog:
 
         Returns the message and the delivery id (None when nothing is owed: silence on an internal turn).
         """
-        outbound = outbound_for_reply(content, internal=internal)
         seq = self.turns.next_seq(token)
         event = self.turns.message_event(token, seq, "assistant", content, cause=cause, **fields)
-        obligation = None
-        if outbound is not None:
-            reply_to_dict = reply_to.to_dict() if reply_to is not None else self._origin_of(token.session_id)
-            obligation = self.deliveries.obligation(
-                session_id=token.session_id, seq=seq, session_key=token.owner_key, reply_to=reply_to_dict,
-                content=outbound, turn_id=token.turn_id, inbound_message_id=inbound_message_id,
-                actor=self.owner, cause=cause)
+        obligation = reply_obligation(self.deliveries, token, seq, content, session_key=token.owner_key,
+                                      reply_to=reply_to.to_dict() if reply_to is not None else None,
+                                      internal=internal, inbound_message_id=inbound_message_id, cause=cause)
         position = self.turns.fenced_save(token, event, *([obligation] if obligation else []), last_seq=seq,
                                           cause=cause)
         return MessageRecord(token.session_id, seq, "assistant", position), (obligation.id if obligation else None)
-
-    def _origin_of(self, session_id: str) -> dict[str, Any] | None:
-        session = self.ctx.session(session_id)
-        return session.origin if session is not None else None
 
     def attempt_delivery(self, delivery_id: _uuid.UUID) -> Attempt:
         return self.deliveries.attempt(delivery_id)

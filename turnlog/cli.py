@@ -4,143 +4,29 @@ Every command takes the output options of cli_output.output_options (a readable 
 --json, --nl, --csv) and --db, also after the command's name. A usage mistake exits with code 2
 (with the command's usage line), a runtime failure with code 1; either way the error is one line,
 never a traceback.
+
+The group, its error handling and engine() live in cli_base; this module defines the core
+commands and imports every other command module, each of which registers its commands on `main`
+when imported (so `turnlog.cli:main`, the console script, has them all).
 """
 
 from __future__ import annotations
 
-import importlib
-import io
 import os
 import sys
 import tempfile
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import click
 import orjson
 
-from . import api
-from .cli_open import open_engine
+from . import cli_audit, cli_hermes, cli_projections  # noqa: F401 - imported to register their commands on main
+from .cli_base import _cell, echo_table, engine, main, visible, write_output
+from .cli_output import Output, limit_option, output_options
 from .domain.keys import resolve_routing_key
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, InvalidRequest, SessionOwnedElsewhere, TurnlogError
-from .cli_files import write_file
-from .cli_output import Output, cell as _cell, echo_json, echo_table, limit_option, output_options, visible
-
-DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
-
-
-def write_output(text: str, output: str, *, force: bool = False) -> None:
-    """To stdout for "-", else to the file (see cli_files.write_file: atomic, never through a symlink,
-    an existing file only replaced with force)."""
-    if output == "-":
-        click.echo(text)
-    else:
-        write_file(output, text + "\n", force=force)
-
-
-class TurnlogCommand(click.Command):
-    """A subcommand: a usage mistake found by the library (InvalidRequest) prints this command's usage."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except InvalidRequest as e:
-            raise click.UsageError(visible(str(e)), ctx) from None
-
-
-def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    # `turnlog sessions --db X` means the same as `turnlog --db X sessions`.
-    if value is not None:
-        root = ctx.find_root()
-        root.obj["db"] = value
-        root.obj["db_given"] = True
-
-
-class TurnlogGroup(click.Group):
-    """Turns turnlog's own errors into one line and exit code 1; every subcommand also takes --db.
-
-    Commands defined in other modules register themselves on `main` when those modules are
-    loaded, which the group does (by name) before it first lists or looks up a command: they
-    depend on this module, never the other way round.
-    """
-
-    command_class = TurnlogCommand
-    command_modules = ("turnlog.cli_audit",  # history, at, diff, export, fork
-                       "turnlog.cli_projections",  # search, rebuild, verify, doctor
-                       "turnlog.cli_hermes",  # import-hermes, export-hermes
-                       "turnlog.web.cli")  # web
-
-    def _load_command_modules(self) -> None:
-        for name in self.command_modules:
-            importlib.import_module(name)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_command_modules()
-        return super().list_commands(ctx)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        self._load_command_modules()
-        return super().get_command(ctx, cmd_name)
-
-    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        if not any(p.name == "db" for p in cmd.params):
-            cmd.params.append(click.Option(["--db"], expose_value=False, callback=_db_after_subcommand,
-                                           help="Database (the same as turnlog --db, given after the command)."))
-        super().add_command(cmd, name)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except InvalidRequest as e:
-            raise click.UsageError(visible(str(e)), ctx) from None
-        except TurnlogError as e:
-            click.echo(f"Error: {visible(str(e))}", err=True)
-            ctx.exit(1)
-        except BrokenPipeError:
-            _quiet_broken_pipe()
-            ctx.exit(0)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
-            raise
-        except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
-            if os.environ.get("TURNLOG_DEBUG"):
-                raise
-            click.echo(f"Error: {type(e).__name__}: {visible(str(e))} (set TURNLOG_DEBUG=1 for the traceback)",
-                       err=True)
-            ctx.exit(1)
-
-
-def _quiet_broken_pipe() -> None:
-    """The reader went away (`turnlog sessions | head -1`): that is not an error. Point stdout at
-    /dev/null so that the flush at exit does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, io.UnsupportedOperation):
-        pass  # not a real file descriptor (CliRunner): nothing will be flushed to a pipe
-
-
-@click.group(cls=TurnlogGroup)
-@click.option("--db", envvar="TURNLOG_DB", default=api.DEFAULT_DB, show_default=True, help=DB_HELP)
-@click.option("--views", envvar="TURNLOG_VIEWS", default=None,
-              help="Read-model SQLite file (only needed with a PostgreSQL log).")
-@click.version_option(package_name="turnlog", help="Show the version and exit.")
-@click.pass_context
-def main(ctx: click.Context, db: str, views: str | None) -> None:
-    """turnlog: the event-sourced session engine of a multi-platform agent gateway.
-
-    Every session operation is an event in one log; the routing map, sessions and the audit
-    timeline are projections rebuilt from it.
-    """
-    given = ctx.get_parameter_source("db") != click.core.ParameterSource.DEFAULT
-    ctx.obj = {"db": db, "views": views, "db_given": given}
-
-
-def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
-    obj = ctx.find_root().obj
-    if "engine" not in obj:
-        obj["engine"] = open_engine(ctx, obj["db"], obj["views"], **options)  # per command: writes or reads
-        ctx.call_on_close(obj["engine"].close)
-    return obj["engine"]
+from .errors import AmbiguousKey, SessionOwnedElsewhere
+from .web import cli as web_cli  # noqa: F401 - imported to register `turnlog web` on main
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .cli import _cell, echo_table, engine, main, write_output
+from .cli_base import _cell, echo_table, engine, main, write_output
 from .cli_keys import key_filter
 from .cli_output import Output, limit_option, output_options
 from .export import FORMATS, render

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .cli import engine, main
+from .cli_base import engine, main
 from .cli_output import Output, output_options
 
 

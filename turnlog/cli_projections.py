@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .cli import echo_table, engine, main
+from .cli_base import echo_table, engine, main
 from .cli_keys import key_filter
 from .cli_output import Output, output_options
 

@@ -20,7 +20,6 @@ from ..domain.lease import TurnLease
 from ..domain.recovery import answered_items
 from ..domain.keys import RoutingKey
 from ..domain.reply import completed_tool_calls
-from ..domain.silence import outbound_for_reply
 from ..domain.source import SessionSource
 from ..domain.transcript import MessageAppended
 from ..errors import InvalidRequest, TurnCancelled, TurnlogError
@@ -29,6 +28,7 @@ from .dedup import InboundDedup
 from .delivery import DeliveryCommands, Sender
 from .keeper import Keeper, RunningTurn, run_as
 from .replies import write_rich
+from .obligation import reply_obligation
 from .routing import RouteResult, RoutingCommands, actor_of, origin_of
 from .turns import LeaseToken, TurnCommands
 
@@ -312,10 +312,6 @@ class InboundCommands:
         self.ctx.retrying(step, f"failing the turn on {token.session_id}")
         self.turns._forget(token)
 
-    def _origin(self, session_id: str) -> dict[str, Any] | None:
-        session = self.ctx.session(session_id, fresh=False)
-        return session.origin if session is not None else None
-
     def _reply_and_deliver(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
                            reply: str, sender: Sender, cause: str, *, fields: dict[str, Any] | None = None,
                            also: Sequence[Any] = (), finish_turn: bool = True) -> str | None:
@@ -324,16 +320,11 @@ class InboundCommands:
         owner = self.turns.owner
         seq = self.turns.next_seq(token)
         reply_event = self.turns.message_event(token, seq, "assistant", reply, cause=cause, **(fields or {}))
-        outbound = outbound_for_reply(reply, internal=item.kind == WAKEUP)
-        delivery = None
-        if outbound is not None:
-            # Recorded and marked attempting in one transaction, right before the send: a crash in
-            # between leaves an attempt whose outcome is unknown, which a resend marks as recovered.
-            delivery = self.deliveries.obligation(
-                session_id=token.session_id, seq=seq, session_key=session_key,
-                reply_to=item.source or self._origin(token.session_id), content=outbound,
-                turn_id=token.turn_id, inbound_message_id=item.message_ids[-1], actor=owner, cause=cause)
-            delivery.attempt(owner, at=self.ctx.clock.now(), actor=owner, cause=cause)
+        # Recorded and marked attempting in one transaction, right before the send: a crash in
+        # between leaves an attempt whose outcome is unknown, which a resend marks as recovered.
+        delivery = reply_obligation(self.deliveries, token, seq, reply, session_key=session_key, reply_to=item.source,
+                                    internal=item.kind == WAKEUP, inbound_message_id=item.message_ids[-1],
+                                    cause=cause, attempting=True)
         self.turns.fenced_save(token, reply_event, *([delivery] if delivery else []), *also, last_seq=seq,
                                cause=cause)
 

@@ -1,4 +1,4 @@
-"""`turnlog web`: serve the read-only viewer (registered on `turnlog` by turnlog/cli.py)."""
+"""`turnlog web`: serve the read-only viewer (registered on `turnlog` when turnlog/cli.py imports it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import click
 
-from ..cli import main
+from ..cli_base import main
 
 DEFAULT_PORT = 8321
 

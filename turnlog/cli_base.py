@@ -1,0 +1,124 @@
+"""What every `turnlog` command module builds on: the `main` group, its error handling, `engine()`
+and the shared output helpers.
+
+Command modules (turnlog/cli.py's own commands, cli_audit, cli_projections, web/cli, ...) import
+this module and register their commands on `main` with `@main.command()`; turnlog/cli.py imports
+every command module, so `turnlog.cli:main` has them all. This module imports no command module.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import Any
+
+import click
+
+from . import api
+from .cli_files import write_file
+from .cli_open import open_engine
+from .cli_output import cell as _cell, echo_json, echo_table, visible
+from .errors import InvalidRequest, TurnlogError
+
+__all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "_cell", "echo_json", "echo_table", "engine", "main",
+           "visible", "write_output"]
+
+DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
+
+
+def write_output(text: str, output: str, *, force: bool = False) -> None:
+    """To stdout for "-", else to the file (see cli_files.write_file: atomic, never through a symlink,
+    an existing file only replaced with force)."""
+    if output == "-":
+        click.echo(text)
+    else:
+        write_file(output, text + "\n", force=force)
+
+
+class TurnlogCommand(click.Command):
+    """A subcommand: a usage mistake found by the library (InvalidRequest) prints this command's usage."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except InvalidRequest as e:
+            raise click.UsageError(visible(str(e)), ctx) from None
+
+
+def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # `turnlog sessions --db X` means the same as `turnlog --db X sessions`.
+    if value is not None:
+        root = ctx.find_root()
+        root.obj["db"] = value
+        root.obj["db_given"] = True
+
+
+class TurnlogGroup(click.Group):
+    """Turns turnlog's own errors into one line and exit code 1; every subcommand also takes --db.
+
+    Commands defined in other modules register themselves on `main` when those modules are
+    imported (turnlog/cli.py imports them all); they depend on this module, never the other way round.
+    """
+
+    command_class = TurnlogCommand
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not any(p.name == "db" for p in cmd.params):
+            cmd.params.append(click.Option(["--db"], expose_value=False, callback=_db_after_subcommand,
+                                           help="Database (the same as turnlog --db, given after the command)."))
+        super().add_command(cmd, name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except InvalidRequest as e:
+            raise click.UsageError(visible(str(e)), ctx) from None
+        except TurnlogError as e:
+            click.echo(f"Error: {visible(str(e))}", err=True)
+            ctx.exit(1)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+            ctx.exit(0)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
+            if os.environ.get("TURNLOG_DEBUG"):
+                raise
+            click.echo(f"Error: {type(e).__name__}: {visible(str(e))} (set TURNLOG_DEBUG=1 for the traceback)",
+                       err=True)
+            ctx.exit(1)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (`turnlog sessions | head -1`): that is not an error. Point stdout at
+    /dev/null so that the flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file descriptor (CliRunner): nothing will be flushed to a pipe
+
+
+@click.group(cls=TurnlogGroup)
+@click.option("--db", envvar="TURNLOG_DB", default=api.DEFAULT_DB, show_default=True, help=DB_HELP)
+@click.option("--views", envvar="TURNLOG_VIEWS", default=None,
+              help="Read-model SQLite file (only needed with a PostgreSQL log).")
+@click.version_option(package_name="turnlog", help="Show the version and exit.")
+@click.pass_context
+def main(ctx: click.Context, db: str, views: str | None) -> None:
+    """turnlog: the event-sourced session engine of a multi-platform agent gateway.
+
+    Every session operation is an event in one log; the routing map, sessions and the audit
+    timeline are projections rebuilt from it.
+    """
+    given = ctx.get_parameter_source("db") != click.core.ParameterSource.DEFAULT
+    ctx.obj = {"db": db, "views": views, "db_given": given}
+
+
+def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
+    obj = ctx.find_root().obj
+    if "engine" not in obj:
+        obj["engine"] = open_engine(ctx, obj["db"], obj["views"], **options)  # per command: writes or reads
+        ctx.call_on_close(obj["engine"].close)
+    return obj["engine"]
