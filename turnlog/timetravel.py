@@ -202,9 +202,9 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
             change["messages_added"] = messages
         deliveries = {}
         for stream in deliveries_changed.get(sid, []):
-            da, db = before.delivery(stream), after.delivery(stream)
-            if db is not None and (da is None or da["state"] != db["state"]):
-                deliveries[db["seq"]] = {"from": da["state"] if da else None, "to": db["state"]}
+            then, now = before.delivery(stream), after.delivery(stream)
+            if now is not None and (then is None or then["state"] != now["state"]):
+                deliveries[now["seq"]] = {"from": then["state"] if then else None, "to": now["state"]}
         if deliveries:
             change["deliveries"] = deliveries
         if change:
