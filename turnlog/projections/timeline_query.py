@@ -128,6 +128,18 @@ def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: st
     return touched
 
 
+def delivery_streams_changed(runner: ProjectionRunner, after: int, upto: int) -> dict[str, list[str]]:
+    """The delivery streams with an event at after < position <= upto, by session, each session's
+    in log order of the deliveries' first events (a delivery with no event there is unchanged)."""
+    streams = {runner.log.stream_of(row) for row in runner.log.scan(after, upto)}
+    out: dict[str, list[str]] = {}
+    for stream, session_id, _ in sorted(rows_in(
+            runner.db, "SELECT stream, session_id, first_position FROM timeline_streams"
+                       " WHERE kind='DeliveryRecorded' AND stream IN ({})", streams), key=lambda r: r[2]):
+        out.setdefault(session_id, []).append(stream)
+    return out
+
+
 def _column(db: Any, sql: str, params: list[Any]) -> set[Any]:
     return {row[0] for row in db.execute(sql, params)}
 

@@ -148,6 +148,10 @@ class Views:
         with self.runner.lock:
             return timeline_query.sessions_touched(self.runner, after, upto, key=key)
 
+    def delivery_streams_changed(self, after: int, upto: int) -> dict[str, list[str]]:
+        with self.runner.lock:
+            return timeline_query.delivery_streams_changed(self.runner, after, upto)
+
     def events_between(self, after: int, upto: int) -> int:
         with self.runner.lock:
             return self.runner.log.count(after, upto)
