@@ -176,7 +176,8 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
         old = ra.session_id if ra else None
         new = rb.session_id if rb else None
         if ra is None or old != new:
-            name = (rb or ra).session_key if (rb or ra) else route_id
+            either = rb or ra
+            name = either.session_key if either is not None else route_id
             by_key.setdefault(name, []).append({"change": "registered" if ra is None else "rebound",
                                                 "from_session": old, "to_session": new,
                                                 "reason": rb.bound_reason if rb else None})
