@@ -9,7 +9,9 @@ duplicates, and a run over an imported home imports nothing.
 
 from __future__ import annotations
 
+import gc
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -86,7 +88,8 @@ class HermesImporter:
             progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES) -> ImportReport:
         home = read_home(hermes_home, profile)
         try:
-            return self._run(home, dry_run, progress, batch_messages)
+            with _cyclic_gc_paused():
+                return self._run(home, dry_run, progress, batch_messages)
         finally:
             home.close()
 
@@ -366,6 +369,21 @@ class HermesImporter:
             self.ctx.save(event)
         except IntegrityError:
             pass  # another importer of the same home recorded it first
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """An import allocates a few objects per message row and keeps many alive (the home's rows,
+    a batch's events, the saved aggregates): the cyclic collector would scan them again and
+    again (14% of the CPU at 100k rows) and find no cycles to free. Reference counting still
+    frees everything; collection resumes, as it was, when the import ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _profile_of(namespace: str) -> str | None:
