@@ -33,7 +33,10 @@ from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, read_home
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
 BATCH_MESSAGES = 4000  # messages per transaction: big enough to be fast, small enough to resume
 # The message columns after platform_message_id: flags with a default, and fields turnlog has no place for.
-FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[MESSAGE_COLUMNS.index("platform_message_id") + 1:]
+TAIL = MESSAGE_COLUMNS.index("platform_message_id") + 1
+FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[TAIL:]
+# Most rows have every flag and extra at Hermes' default: nothing of theirs to keep beside the event.
+DEFAULT_TAIL = tuple(MESSAGE_DEFAULTS.get(name) for name in FLAG_AND_EXTRA_COLUMNS)
 ACTIVE = MESSAGE_COLUMNS.index("active")
 UNSAFE_ID_PARTS = ("..", "/", "\\")
 Progress = Callable[[int, int], None]
@@ -287,7 +290,7 @@ class HermesImporter:
         stream = transcript_id(session_id)
         for row in messages:
             (message_id, _, role, content, tool_call_id, raw_calls, tool_name, timestamp, token_count,
-             finish_reason, platform_message_id, *rest) = row
+             finish_reason, platform_message_id) = row[:TAIL]
             if row[ACTIVE] == 0:  # NULL (an old reconciler's column) counts as active, as in Hermes
                 inactive.append({name: value for name, value in zip(MESSAGE_COLUMNS, row)
                                  if value is not None and name != "session_id"})
@@ -301,9 +304,11 @@ class HermesImporter:
             if content is None:
                 extra["content_null"] = True
             tool_calls = None if raw_calls is None else _tool_calls(raw_calls, extra)
-            for name, value in zip(FLAG_AND_EXTRA_COLUMNS, rest):
-                if value is not None and value != MESSAGE_DEFAULTS.get(name):
-                    extra[name] = value
+            tail = row[TAIL:]
+            if tail != DEFAULT_TAIL:
+                for name, value in zip(FLAG_AND_EXTRA_COLUMNS, tail):
+                    if value is not None and value != MESSAGE_DEFAULTS.get(name):
+                        extra[name] = value
             if extra:
                 fields[str(seq)] = extra
             ids.append(message_id)
