@@ -233,7 +233,9 @@ class InboundCommands:
         """A turn's first step: route the key's oldest pending item, take the lease, start the item
         and append its user message (one transaction). The asyncio API runs the agent after it."""
         rk = self.routing.routing_key(source)
-        inbox = self.inbox(rk, fresh=True)
+        # Just routed here: this process saved the inbox with the accept, so its cached copy is
+        # current unless another writer moved it, which start_turn's save then refuses (a retry reads afresh).
+        inbox = self.inbox(rk, fresh=routed is None)
         pending = inbox.pending() if inbox is not None else []
         if not pending:
             return None
