@@ -222,16 +222,20 @@ class InboundCommands:
             outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
         while outcome is not None:
             outcomes.append(outcome)
-            outcome = self.run_next(source, responder, sender, timeout=timeout)
+            # The queue as this process last wrote it (the turn's own finish): a message another
+            # process accepted meanwhile is run by that process's own handle_message.
+            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True)
         return outcomes
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
-                 timeout: float | None = None, routed: RouteResult | None = None) -> TurnOutcome | None:
+                 timeout: float | None = None, routed: RouteResult | None = None,
+                 cached: bool = False) -> TurnOutcome | None:
         """Run the oldest pending item of the source's key as one turn; None when nothing waits.
 
-        `routed` is this key's routing decision when the caller has just made it.
+        `routed` is this key's routing decision when the caller has just made it; `cached`: the
+        queue as this process last saw it will do (handle_message after its own turn).
         """
-        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed)
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached)
         if turn is None:
             return None
         return self.run_started(turn, responder, sender)
@@ -243,13 +247,13 @@ class InboundCommands:
         return turn.outcome(state, reply_seq)
 
     def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
-                   routed: RouteResult | None = None) -> "StartedTurn | None":
+                   routed: RouteResult | None = None, cached: bool = False) -> "StartedTurn | None":
         """A turn's first step: route the key's oldest pending item, take the lease, start the item
         and append its user message (one transaction). The asyncio API runs the agent after it."""
         rk = self.routing.routing_key(source)
         # Just routed here: this process saved the inbox with the accept, so its cached copy is
         # current unless another writer moved it, which start_turn's save then refuses (a retry reads afresh).
-        inbox = self.inbox(rk, fresh=routed is None)
+        inbox = self.inbox(rk, fresh=routed is None and not cached)
         pending = inbox.pending() if inbox is not None else []
         if not pending:
             return None
