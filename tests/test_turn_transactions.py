@@ -47,7 +47,7 @@ def test_a_turn_on_an_idle_key_is_three_transactions_the_first_starting_it(t, tu
     # accepted, routed, leased and started with its user message: all or nothing
     for name in ("Inbox.Accepted", "TurnLease.Acquired", "Inbox.Started", "MessageAppended"):
         assert name in first, (name, first)
-    assert first.index("Inbox.Accepted") < first.index("Inbox.Started")
+    assert first.index("Inbox.Accepted") < first.index("TurnLease.Acquired") < first.index("Inbox.Started")
     assert spied.batches[1] == ["TurnLease.Renewed", "MessageAppended", "Delivery.Created", "Delivery.Attempting"]
     assert spied.batches[2] == ["Delivery.Delivered", "TurnLease.Released", "Inbox.Completed"]
 

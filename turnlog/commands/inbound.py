@@ -203,7 +203,7 @@ class InboundCommands:
             inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
             at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source)
-            return [inbox, *seen, *at_once[:2]]
+            return [inbox, *seen, *at_once[:3]]
 
         try:
             routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
@@ -214,7 +214,7 @@ class InboundCommands:
             return []  # it waits for the rest of its burst: run_due_batches runs it (commands/batching.py)
         outcomes = []
         if at_once:
-            lease, _, (token, item, item_cause, seq) = at_once
+            lease, _, _, (token, item, item_cause, seq) = at_once
             self.turns.adopt(token, lease)
             turn = StartedTurn(token, rk.key, inbox_id(rk.route_id), item, item_cause, seq, routed)
             outcome: TurnOutcome | None = self.run_started(turn, responder, sender)
@@ -303,7 +303,9 @@ class InboundCommands:
     def _start_at_once(self, rk: RoutingKey, inbox: Inbox, item_id: str, session_id: str,
                        source: SessionSource) -> list[Any]:
         """When the key is idle (this message alone waits, no turn in flight, the lease free), its
-        turn starts in the accept's own transaction: [lease, user message, the started turn].
+        turn starts in the accept's own transaction: [lease, the inbox with the item started, user
+        message, the started turn]. The start is recorded on a copy of the inbox, so that it follows
+        the lease's acquisition in the log, as on the two-transaction path.
         Otherwise nothing, and the turn starts after the accept commits, as it waits for the lease.
         Either way the message is durable before the agent sees it; the save validates the cached
         lease and inbox, so another taker makes it conflict and the step runs again."""
@@ -315,8 +317,9 @@ class InboundCommands:
         except LeaseHeld:
             return []
         item = pending[0]
-        seq, message, cause = self._start_item(lease, token, inbox, item, source, session_id)
-        return [lease, message, (token, item, cause, seq)]
+        starting = inbox.clone()
+        seq, message, cause = self._start_item(lease, token, starting, item, source, session_id)
+        return [lease, starting, message, (token, item, cause, seq)]
 
     def _respond(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
                  responder: Responder, sender: Sender, cause: str) -> tuple[str | None, int]:
