@@ -16,7 +16,7 @@ from uuid import UUID
 from ..clock import lease_time
 from ..domain.dedup import COMMAND, DuplicateInbound
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
-from ..domain.lease import TurnLease
+from ..domain.lease import LeaseHeld, TurnLease
 from ..domain.recovery import answered_items
 from ..domain.keys import RoutingKey
 from ..domain.reply import completed_tool_calls
@@ -189,51 +189,71 @@ class InboundCommands:
                        kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
         """Accept a message and run turns until the key's queue is empty (what a gateway loop does).
 
-        Accepting and routing commit together: the message is durable before any other work.
+        Accepting and routing commit together: the message is durable before any other work. When
+        the key is idle its turn starts in that same transaction (_start_at_once): one commit less.
         """
         rk = self.routing.routing_key(source)
         actor, cause = self._who(source, kind)
         accepted: list[str] = []
         tries = _Tries()
+        batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
+        at_once: list[Any] = []
 
-        def accept_too() -> list[Any]:
+        def accept_too(session_id: str) -> list[Any]:
             inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
-            return [inbox, *seen]
+            at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source)
+            return [inbox, *seen, *at_once[:3]]
 
         try:
             routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
         except DuplicateInbound as duplicate:
             self._refusing(rk, kind, duplicate, actor, cause)
             return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
-        if kind == HUMAN and self.ctx.config.text_batching.applies(source.platform):
+        if batched:
             return []  # it waits for the rest of its burst: run_due_batches runs it (commands/batching.py)
         outcomes = []
-        outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
+        if at_once:
+            lease, _, _, (token, item, item_cause, seq) = at_once
+            self.turns.adopt(token, lease)
+            turn = StartedTurn(token, rk.key, inbox_id(rk.route_id), item, item_cause, seq, routed)
+            outcome: TurnOutcome | None = self.run_started(turn, responder, sender)
+        else:
+            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
         while outcome is not None:
             outcomes.append(outcome)
-            outcome = self.run_next(source, responder, sender, timeout=timeout)
+            # The queue as this process last wrote it (the turn's own finish): a message another
+            # process accepted meanwhile is run by that process's own handle_message.
+            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True)
         return outcomes
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
-                 timeout: float | None = None, routed: RouteResult | None = None) -> TurnOutcome | None:
+                 timeout: float | None = None, routed: RouteResult | None = None,
+                 cached: bool = False) -> TurnOutcome | None:
         """Run the oldest pending item of the source's key as one turn; None when nothing waits.
 
-        `routed` is this key's routing decision when the caller has just made it.
+        `routed` is this key's routing decision when the caller has just made it; `cached`: the
+        queue as this process last saw it will do (handle_message after its own turn).
         """
-        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed)
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached)
         if turn is None:
             return None
+        return self.run_started(turn, responder, sender)
+
+    def run_started(self, turn: "StartedTurn", responder: Responder, sender: Sender) -> TurnOutcome:
+        """The rest of a started turn: the agent's reply, saved, delivered and settled."""
         state, reply_seq = self._respond(turn.token, turn.session_key, turn.inbox_uuid, turn.item, responder,
                                          sender, turn.cause)
         return turn.outcome(state, reply_seq)
 
     def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
-                   routed: RouteResult | None = None) -> "StartedTurn | None":
+                   routed: RouteResult | None = None, cached: bool = False) -> "StartedTurn | None":
         """A turn's first step: route the key's oldest pending item, take the lease, start the item
         and append its user message (one transaction). The asyncio API runs the agent after it."""
         rk = self.routing.routing_key(source)
-        inbox = self.inbox(rk, fresh=True)
+        # Just routed here: this process saved the inbox with the accept, so its cached copy is
+        # current unless another writer moved it, which start_turn's save then refuses (a retry reads afresh).
+        inbox = self.inbox(rk, fresh=routed is None and not cached)
         pending = inbox.pending() if inbox is not None else []
         if not pending:
             return None
@@ -253,16 +273,7 @@ class InboundCommands:
                 raise _NothingPending
             assert fresh is not None  # it has items waiting
             item = waiting[0]
-            actor, _ = self._who(item.source or source, item.kind)
-            cause = f"inbound:{item.item_id}"
-            now = self.ctx.clock.now()
-            fresh.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=now, actor=actor,
-                        cause=cause)
-            seq = lease.last_seq + 1
-            message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
-                                               platform_message_id=item.message_ids[-1])
-            lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
-                        cause=cause, lease_now=lease_time(self.ctx.clock))
+            seq, message, cause = self._start_item(lease, token, fresh, item, source, session_id)
             started.update(item=item, seq=seq, inbox=fresh, cause=cause)
             return [fresh, message]
 
@@ -274,6 +285,42 @@ class InboundCommands:
             return None
         return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"], started["seq"],
                            routed)
+
+    def _start_item(self, lease: TurnLease, token: LeaseToken, inbox: Inbox, item: InboxItem,
+                    source: SessionSource, session_id: str) -> tuple[int, MessageAppended, str]:
+        """Start `item` under the pending lease: the inbox marks it started, the lease's renewal
+        reserves the user message's seq. Returns that seq, the message event and the cause."""
+        actor, _ = self._who(item.source or source, item.kind)
+        cause = f"inbound:{item.item_id}"
+        now = self.ctx.clock.now()
+        inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=now, actor=actor, cause=cause)
+        seq = lease.last_seq + 1
+        message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
+                                           platform_message_id=item.message_ids[-1])
+        lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
+                    cause=cause, lease_now=lease_time(self.ctx.clock))
+        return seq, message, cause
+
+    def _start_at_once(self, rk: RoutingKey, inbox: Inbox, item_id: str, session_id: str,
+                       source: SessionSource) -> list[Any]:
+        """When the key is idle (this message alone waits, no turn in flight, the lease free), its
+        turn starts in the accept's own transaction: [lease, the inbox with the item started, user
+        message, the started turn]. The start is recorded on a copy of the inbox, so that it follows
+        the lease's acquisition in the log, as on the two-transaction path.
+        Otherwise nothing, and the turn starts after the accept commits, as it waits for the lease.
+        Either way the message is durable before the agent sees it; the save validates the cached
+        lease and inbox, so another taker makes it conflict and the step runs again."""
+        pending = inbox.pending()
+        if len(pending) != 1 or pending[0].item_id != item_id or inbox.in_flight():
+            return []
+        try:
+            lease, token = self.turns.acquiring(session_id, rk.key, actor=self.turns.owner, cause=f"inbound:{item_id}")
+        except LeaseHeld:
+            return []
+        item = pending[0]
+        starting = inbox.clone()
+        seq, message, cause = self._start_item(lease, token, starting, item, source, session_id)
+        return [lease, starting, message, (token, item, cause, seq)]
 
     def _respond(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
                  responder: Responder, sender: Sender, cause: str) -> tuple[str | None, int]:

@@ -80,21 +80,13 @@ class TurnCommands:
         pause = POLL_START_S
         fresh = False
         while True:
-            now = self.ctx.clock.now()
-            lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh)
-            if lease is None:
-                lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), at=now, actor=actor, cause=cause,
-                                        session_id=session_id)
             try:
-                epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
-                                      ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause,
-                                      lease_now=lease_time(self.ctx.clock))
-                assert lease.expires_at is not None  # just acquired
-                token = LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
+                lease, token = self.acquiring(session_id, owner_key, generation=generation, turn_id=turn_id,
+                                              actor=actor, cause=cause, fresh=fresh)
                 extra = list(before_save(lease, token)) if before_save is not None else []
                 self.ctx.save(lease, *extra)
                 with self._lock:
-                    self._held[(session_id, epoch)] = lease
+                    self._held[(session_id, token.epoch)] = lease
                 return token
             except IntegrityError:
                 continue
@@ -106,6 +98,24 @@ class TurnCommands:
                     ) from None
                 time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
                 pause = min(pause * 2, POLL_MAX_S)
+
+    def acquiring(self, session_id: str, owner_key: str, *, generation: int = 0, turn_id: str | None = None,
+                  actor: str | None = None, cause: str = "turn", fresh: bool = False) -> tuple[TurnLease, LeaseToken]:
+        """The lease with its acquisition pending, and the token it will give once saved (raises
+        LeaseHeld). The save is the claim: another taker's newer events make it conflict. A caller
+        that saves it itself registers the token with `adopt` after the save."""
+        now = self.ctx.clock.now()
+        actor = actor or self.owner
+        lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh)
+        if lease is None:
+            lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), at=now, actor=actor, cause=cause,
+                                    session_id=session_id)
+        turn_id = turn_id or uuid.uuid4().hex
+        epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
+                              ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause,
+                              lease_now=lease_time(self.ctx.clock))
+        assert lease.expires_at is not None  # just acquired
+        return lease, LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
 
     def _lease_for(self, token: LeaseToken) -> TurnLease:
         with self._lock:

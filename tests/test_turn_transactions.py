@@ -1,0 +1,69 @@
+"""A turn's write transactions (issue 14 item 4: fewer transactions a turn).
+
+On an idle key a message's turn starts in the transaction that accepts and routes it: accept +
+route + lease + user message commit together, so a turn is three transactions (that one, the reply
+with its delivery obligation, the settlement with the release). On a busy key the message is
+still durable before the wait for the lease, exactly as before.
+"""
+
+import pytest
+
+from turnlog import LeaseTimeout, SessionSource
+
+ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+
+
+class Transactions:
+    """The batches of events the store's recorder is asked to write, decoded (one per transaction)."""
+
+    def __init__(self, engine):
+        self.batches = []
+        recorder = engine.app.recorder
+        mapper = engine.app.mapper
+        insert = recorder.insert_events
+
+        def spy(stored_events, **kwargs):
+            result = insert(stored_events, **kwargs)
+            self.batches.append([type(mapper.to_domain_event(s)).__qualname__ for s in stored_events])
+            return result
+
+        recorder.insert_events = spy
+
+
+def reply(history, item):
+    return f"re: {item.text}"
+
+
+@pytest.mark.parametrize("turn_number", [1, 2])
+def test_a_turn_on_an_idle_key_is_three_transactions_the_first_starting_it(t, turn_number):
+    if turn_number == 2:
+        t.handle_message(ALICE, "first", reply, lambda text: None)  # the session and lease exist already
+    spied = Transactions(t)
+    sent = []
+    outcomes = t.handle_message(ALICE, "hello", reply, sent.append)
+    assert sent == ["re: hello"] and len(outcomes) == 1
+    assert len(spied.batches) == 3, spied.batches
+    first = spied.batches[0]
+    # accepted, routed, leased and started with its user message: all or nothing
+    for name in ("Inbox.Accepted", "TurnLease.Acquired", "Inbox.Started", "MessageAppended"):
+        assert name in first, (name, first)
+    assert first.index("Inbox.Accepted") < first.index("TurnLease.Acquired") < first.index("Inbox.Started")
+    assert spied.batches[1] == ["TurnLease.Renewed", "MessageAppended", "Delivery.Created", "Delivery.Attempting"]
+    assert spied.batches[2] == ["Delivery.Delivered", "TurnLease.Released", "Inbox.Completed"]
+
+
+def test_on_a_busy_key_the_message_is_durable_before_the_wait_for_the_lease(t, other):
+    session_id = t.handle_message(ALICE, "first", reply, lambda text: None)[0].session_id
+    token = other.acquire_lease(session_id, "elsewhere")
+    spied = Transactions(t)
+    with pytest.raises(LeaseTimeout):
+        t.handle_message(ALICE, "while busy", reply, lambda text: None, timeout=0)
+    # one transaction: the accept (and routing), nothing of a turn
+    assert len(spied.batches) == 1
+    assert "Inbox.Accepted" in spied.batches[0] and "TurnLease.Acquired" not in spied.batches[0]
+    assert [(q["text"], q["state"]) for q in other.queue(ALICE)] == [("while busy", "pending")]
+
+    other.release_lease(token)
+    sent = []
+    outcome = t.run_next(ALICE, reply, sent.append)
+    assert outcome is not None and sent == ["re: while busy"]
