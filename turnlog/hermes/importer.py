@@ -9,14 +9,13 @@ duplicates, and a run over an imported home imports nothing.
 
 from __future__ import annotations
 
-import gc
 import json
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from eventsourcing.persistence import IntegrityError
 
+from ..collector import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
 from ..commands.turns import lease_id
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
@@ -91,7 +90,7 @@ class HermesImporter:
             progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES) -> ImportReport:
         home = read_home(hermes_home, profile)
         try:
-            with _cyclic_gc_paused():
+            with cyclic_gc_paused():
                 return self._run(home, dry_run, progress, batch_messages)
         finally:
             home.close()
@@ -374,21 +373,6 @@ class HermesImporter:
             self.ctx.save(event)
         except IntegrityError:
             pass  # another importer of the same home recorded it first
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """An import allocates a few objects per message row and keeps many alive (the home's rows,
-    a batch's events, the saved aggregates): the cyclic collector would scan them again and
-    again (14% of the CPU at 100k rows) and find no cycles to free. Reference counting still
-    frees everything; collection resumes, as it was, when the import ends."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _profile_of(namespace: str) -> str | None:

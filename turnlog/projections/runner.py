@@ -28,7 +28,6 @@ every REBUILD_BATCH events and checkpoints the WAL rarely.
 
 from __future__ import annotations
 
-import gc
 import re
 import sqlite3
 import threading
@@ -40,6 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.application import Application
 
+from ..collector import cyclic_gc_paused
 from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
@@ -236,7 +236,7 @@ class ProjectionRunner:
                     self.repair(e.name, cause=e)
 
     def _catch_up(self, selected: list[str], stop: int | None) -> int:
-        with _collector_paused():
+        with cyclic_gc_paused():
             return self._catch_up_all(selected, stop)
 
     def _catch_up_all(self, selected: list[str], stop: int | None) -> int:
@@ -430,7 +430,7 @@ class ProjectionRunner:
                     if name not in started:
                         self.projections[name].create(target.tables())
                         _start_rebuild_at_zero(self.db, target.table, name)
-            with self._lock, _collector_paused():
+            with self._lock, cyclic_gc_paused():
                 self._fill(target, names, batch or REBUILD_BATCH, pause, None)
         finally:
             self.db.execute(f"DETACH DATABASE {ELSEWHERE}")
@@ -482,7 +482,7 @@ class ProjectionRunner:
     @contextmanager
     def _bulk(self) -> Any:
         """How a rebuild writes: this runner to itself, the cyclic collector paused, rare WAL checkpoints."""
-        with self._lock, _collector_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
+        with self._lock, cyclic_gc_paused(), _wal_checkpoints_every(self.db, REBUILD_WAL_PAGES):
             yield
 
     def _fill(self, target: _Target, names: list[str], batch: int, pause: float,
@@ -585,7 +585,7 @@ class ProjectionRunner:
             target.memory[name] = 0
         applied = 0
         kept: dict[str, tuple[Any, int]] = {}
-        with self._lock, _collector_paused():
+        with self._lock, cyclic_gc_paused():
             while True:
                 behind = [n for n, stop in stops.items() if target.memory[n] < stop]
                 if not behind:
@@ -605,20 +605,6 @@ def _create_rebuilds_table(db: sqlite3.Connection, table: str) -> None:
 def _start_rebuild_at_zero(db: sqlite3.Connection, table: str, name: str) -> None:
     db.execute(f"INSERT OR REPLACE INTO {table} (name, position, started_at) VALUES (?, 0, ?)",
                (name, datetime.now(UTC).isoformat()))
-
-
-@contextmanager
-def _collector_paused() -> Any:
-    """Python's cyclic garbage collector off while batches of events are decoded and applied:
-    they make many short-lived objects and no cycles, and each collection would scan them all
-    (it doubled the cost of decoding). The collector runs again afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @contextmanager
