@@ -261,6 +261,10 @@ def test_at_refuses_moments_outside_the_log_or_without_a_zone(sc):
     for bad in (f"#{head + 1}", "#-1", "#x", "yesterday", "2026-03-01T10:03:30"):
         with pytest.raises(InvalidRequest):
             sc.t.at(bad)
+    with pytest.raises(InvalidRequest, match="'yesterday': it is not an ISO time"):
+        sc.t.at("yesterday")
+    with pytest.raises(InvalidRequest, match="'2026-03-01T10:03:30': it has no time zone"):
+        sc.t.at("2026-03-01T10:03:30")
 
 
 # -- diff between two moments ------------------------------------------------------------------

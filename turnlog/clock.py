@@ -46,6 +46,17 @@ class ManualClock:
             self._now = to_utc(datetime.fromisoformat(when) if isinstance(when, str) else when)
 
 
+def parse_aware_time(text: str) -> datetime:
+    """An ISO time that names its zone (`Z` accepted). ValueError says which of the two it is not."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("is not an ISO time") from None
+    if when.tzinfo is None:
+        raise ValueError("has no time zone")
+    return when
+
+
 def to_utc(when: datetime) -> datetime:
     if when.tzinfo is None:
         raise ValueError(f"naive datetime {when.isoformat()} has no time zone")

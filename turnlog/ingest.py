@@ -31,7 +31,7 @@ from uuid import UUID
 import orjson
 
 from .api import Turnlog
-from .clock import ManualClock, SystemClock
+from .clock import ManualClock, SystemClock, parse_aware_time
 from .commands.slash import COMMANDS, parse_command
 from .domain.inbox import Inbox, InboxItem, inbox_id
 from .domain.source import SessionSource
@@ -132,11 +132,9 @@ def _parse_at(raw: Any) -> datetime | None:
     if raw is None:
         return None
     try:
-        at = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-    except ValueError:
-        raise RecordError(f"at is not an ISO time: {_quote(raw)}") from None
-    if at.tzinfo is None:
-        raise RecordError(f"at has no time zone: {_quote(raw)}")
+        at = parse_aware_time(str(raw))
+    except ValueError as e:
+        raise RecordError(f"at {e}: {_quote(raw)}") from None
     try:
         # Times near the ends of the calendar overflow in the engine's arithmetic (expiries, windows).
         at - timedelta(days=366), at + timedelta(days=366)

@@ -8,12 +8,12 @@ a transcript is its stream up to that version.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Iterable
 from uuid import UUID
 
 from eventsourcing.application import Application
 
+from .clock import parse_aware_time
 from .commands.context import session_aggregate_id
 from .commands.turns import lease_id
 from .domain.delivery import Delivery
@@ -35,11 +35,10 @@ def parse_moment(views: Views, when: str | int, *, after: bool = False) -> int:
             raise InvalidRequest(f"bad log position {when!r} (expected #N)") from None
     else:
         try:
-            moment = datetime.fromisoformat(str(when).replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidRequest(f"bad moment {when!r}: give an ISO time or a log position #N") from None
-        if moment.tzinfo is None:
-            raise InvalidRequest(f"the time {when!r} has no time zone")
+            moment = parse_aware_time(str(when))
+        except ValueError as e:
+            raise InvalidRequest(f"bad moment {when!r}: it {e} (give an ISO time with its zone,"
+                                 " or a log position #N)") from None
         found = views.position_at(moment, after=after)
         if after:
             return found if found is not None else head + 1
