@@ -14,7 +14,7 @@ events it stands for, and projections file each of them with their per-message h
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
@@ -67,37 +67,21 @@ MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name", "toke
                   "platform_message_id", "turn_id")
 
 
+_RUN_FIELDS = ("originator_id", "timestamp", "session_id", "epoch", "actor", "cause")  # shared by a run's messages
+_BLANK = {**dict.fromkeys(MESSAGE_FIELDS), "content": ""}
+
+
 def imported_fields(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """A MessagesImported event's fields (as projections get them) as the fields of the
-    MessageAppended events it stands for, in order."""
-    shared: dict[str, Any] = {name: run[name] for name in ("originator_id", "timestamp", "session_id", "epoch", "actor", "cause")
-              if name in run}
-    blank = dict.fromkeys(MESSAGE_FIELDS)
-    blank["content"] = ""
-    return [{**shared, **blank, **m, "originator_version": seq}
+    """A MessagesImported event's fields (as projections get them, or the event's own) as the
+    fields of the MessageAppended events it stands for, in order: the one rule for reading a run."""
+    shared = {name: run[name] for name in _RUN_FIELDS if name in run}
+    return [{**shared, **_BLANK, **m, "originator_version": seq}
             for seq, m in enumerate(run["messages"], start=run["first_seq"])]
 
 
 def imported_messages(run: MessagesImported) -> list[MessageAppended]:
     """A MessagesImported event as the MessageAppended events it stands for, in order."""
-    out = []
-    for seq, m in enumerate(run.messages, start=run.first_seq):
-        out.append(MessageAppended(
-            originator_id=run.originator_id, originator_version=seq, timestamp=run.timestamp,
-            session_id=run.session_id, role=m["role"], content=m.get("content", ""), tool_calls=m.get("tool_calls"),
-            tool_call_id=m.get("tool_call_id"), name=m.get("name"), token_count=m.get("token_count"),
-            finish_reason=m.get("finish_reason"), platform_message_id=m.get("platform_message_id"),
-            epoch=run.epoch, turn_id=m["turn_id"], actor=run.actor, cause=run.cause))
-    return out
-
-
-def as_messages(events: Iterable[Any]) -> Iterator[MessageAppended]:
-    """Transcript stream events as messages, in the order given (runs expanded oldest first)."""
-    for e in events:
-        if type(e) is MessagesImported:
-            yield from imported_messages(e)
-        else:
-            yield e
+    return [MessageAppended(**fields) for fields in imported_fields(run.__dict__)]
 
 
 def read_transcript(get: Callable[..., Iterable[Any]], session_id: str, *, after: int | None = None,
@@ -113,7 +97,10 @@ def read_transcript(get: Callable[..., Iterable[Any]], session_id: str, *, after
     if upto is not None:
         straddling = next(iter(get(stream, gt=upto, limit=1)), None)
         if type(straddling) is MessagesImported and straddling.first_seq <= upto:
-            events.insert(0, straddling) if newest_first else events.append(straddling)
+            if newest_first:
+                events.insert(0, straddling)
+            else:
+                events.append(straddling)
     if all(type(e) is MessageAppended for e in events):
         return events
     low, high = after or 0, upto if upto is not None else 1 << 62

@@ -322,16 +322,10 @@ class HermesImporter:
                 tool_calls = _tool_calls(raw_calls, extra)
                 if tool_calls is not None:
                     message["tool_calls"] = tool_calls
-            if tool_call_id is not None:
-                message["tool_call_id"] = tool_call_id
-            if tool_name is not None:
-                message["name"] = tool_name
-            if token_count is not None:
-                message["token_count"] = token_count
-            if finish_reason is not None:
-                message["finish_reason"] = finish_reason
-            if platform_message_id is not None:
-                message["platform_message_id"] = platform_message_id
+            for name, value in (("tool_call_id", tool_call_id), ("name", tool_name), ("token_count", token_count),
+                                ("finish_reason", finish_reason), ("platform_message_id", platform_message_id)):
+                if value is not None:
+                    message[name] = value
             tail = row[TAIL:]
             if tail != DEFAULT_TAIL:
                 for name, value in zip(FLAG_AND_EXTRA_COLUMNS, tail):
