@@ -39,6 +39,15 @@ def long_home(tmp_path: Path, contents: list[str]) -> tuple[Path, list[str]]:
     return home, live
 
 
+def exported_messages(path: Path) -> list[tuple[object, ...]]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT id, session_id, role, content, tool_calls, timestamp FROM messages"
+                          " ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
 def origin() -> SessionSource:
     return SessionSource(platform="telegram", chat_type="dm", chat_id="5512345678", user_id="5512345678",
                          message_id="m-next")
@@ -128,3 +137,32 @@ def test_a_reimport_of_a_long_session_is_a_no_op(tmp_path) -> None:
         again = t.import_hermes(home)
         assert again.nothing_to_do and again.sessions_imported == 0
         assert len(t.transcript(SESSION)) == len(live)
+
+
+def test_a_log_imported_before_runs_reads_the_same(tmp_path) -> None:
+    """Logs written before runs hold one MessageAppended per imported row: they read as before."""
+    from turnlog.domain.transcript import MessagesImported, imported_messages
+
+    home, _ = long_home(tmp_path, [f"row {i} ночь" for i in range(ADDED)])
+    with engine(tmp_path / "runs.db") as new, engine(tmp_path / "rows.db") as old:
+        new.import_hermes(home)
+        app = new.app
+        stored = app.recorder.select_notifications(start=1, limit=1_000_000)
+        events = [app.mapper.to_domain_event(n) for n in stored]
+        assert any(type(e) is MessagesImported for e in events)
+        old.ctx.save(*[m for e in events
+                       for m in (imported_messages(e) if type(e) is MessagesImported else [e])])
+        assert not any(type(old.app.mapper.to_domain_event(n)) is MessagesImported
+                       for n in old.app.recorder.select_notifications(start=1, limit=1_000_000))
+        assert [s["session_id"] for s in old.sessions()] == [s["session_id"] for s in new.sessions()]
+        for s in new.sessions():
+            assert old.transcript(s["session_id"]) == new.transcript(s["session_id"]), s["session_id"]
+        for query in ("ночь", "东京", "row 1111"):
+            assert [(h["session_id"], h["seq"], h["snippet"]) for h in old.search(query)] == \
+                [(h["session_id"], h["seq"], h["snippet"]) for h in new.search(query)]
+        assert [(e.event, e.summary, e.cause) for e in old.history(SESSION)] == \
+            [(e.event, e.summary, e.cause) for e in new.history(SESSION)]
+        old.export_hermes(tmp_path / "old-home")
+        new.export_hermes(tmp_path / "new-home")
+        dump = [exported_messages(tmp_path / name / "state.db") for name in ("old-home", "new-home")]
+        assert dump[0] == dump[1] and len(dump[0]) > ADDED
