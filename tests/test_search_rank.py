@@ -44,16 +44,20 @@ def write(t: Turnlog, clock: ManualClock, rng: random.Random, sessions: int, per
 
 
 def oracle(db: str, query: str, positions: list[int]) -> dict[int, float]:
-    """SQLite's own bm25 of the hits, through the index the API chose for them."""
+    """SQLite's own bm25 of the hits (by log position: one message a position here), through the
+    index the API chose for them."""
     from turnlog.domain.fts_query import plan_query
 
     plan = plan_query(query)
     index, expr = ("search_fts_trigram", plan.trigram_fts()) if plan.cjk else ("search_fts", plan.fts)
     conn = sqlite3.connect(db)
     try:
-        return {rowid: -score for rowid, score in conn.execute(
+        marks = ",".join("?" * len(positions))
+        position_of = dict(conn.execute(f"SELECT id, position FROM search_messages WHERE position IN ({marks})",
+                                        positions).fetchall())
+        return {position_of[rowid]: -score for rowid, score in conn.execute(
             f"SELECT rowid, bm25({index}) FROM {index} WHERE {index} MATCH ? AND rowid IN"
-            f" ({','.join('?' * len(positions))})", (expr, *positions))}
+            f" ({','.join('?' * len(position_of))})", (expr, *position_of))}
     finally:
         conn.close()
 

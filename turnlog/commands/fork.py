@@ -4,12 +4,12 @@ cause name the origin)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, cast
+from typing import Any
 
 from ..domain.lease import TurnLease
 from ..domain.route import Route
 from ..domain.session import Session
-from ..domain.transcript import MessageAppended, transcript_id
+from ..domain.transcript import MessageAppended, read_transcript, transcript_id
 from ..errors import NotFound
 from .context import CommandContext, session_aggregate_id
 from .turns import lease_id
@@ -38,7 +38,7 @@ class ForkCommands:
                             token_count=m.token_count, finish_reason=m.finish_reason,
                             platform_message_id=m.platform_message_id, epoch=0, turn_id=f"fork:{session_id}",
                             actor=actor, cause=cause)
-            for m in cast("Iterable[MessageAppended]", ctx.app.events.get(transcript_id(session_id), lte=upto_seq))
+            for m in read_transcript(ctx.app.events.get, session_id, upto=upto_seq)
         ]
         lease = TurnLease.new(TurnLease.Created, id=lease_id(fork_id), at=now, actor=actor, cause=cause,
                               session_id=fork_id)

@@ -22,7 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable
 from uuid import UUID
 
 from ..domain.delivery import MAX_ATTEMPTS, Delivery, delivery_id
@@ -36,7 +36,7 @@ from ..domain.recovery import STUCK_LOOP_LIMIT  # noqa: F401  (its old home)
 from ..domain.recovery import (SUSPENDED_STUCK_LOOP, UNOWNED_ROW, InterruptedFacts, answered_items,
                                closes_in_flight_items, decide_interrupted_turn, finishes_the_turn)
 from ..domain.silence import outbound_for_reply
-from ..domain.transcript import MessageAppended, transcript_id
+from ..domain.transcript import MessageAppended, read_transcript
 from ..errors import GatewayStillRunning, InvalidRequest
 from ..projections.views import Views
 from .context import CommandContext
@@ -365,8 +365,7 @@ class RecoveryCommands:
 
     def _turn_messages(self, session_id: str, epoch: int) -> list[MessageAppended]:
         turn: list[MessageAppended] = []
-        for message in cast("Iterable[MessageAppended]",
-                            self.ctx.app.events.get(transcript_id(session_id), desc=True, limit=50)):
+        for message in read_transcript(self.ctx.app.events.get, session_id, newest_first=True, limit=50):
             if message.epoch != epoch:
                 break
             turn.append(message)

@@ -12,14 +12,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable
 
 from eventsourcing.persistence import IntegrityError
 
 from ..clock import lease_time
 from ..domain.base import stream_id
 from ..domain.lease import LeaseHeld, TurnLease
-from ..domain.transcript import MessageAppended, transcript_id, validate_message
+from ..domain.transcript import MessageAppended, read_transcript, transcript_id, validate_message
 from ..errors import InvalidRequest, LeaseTimeout, StaleLease
 from .context import CommandContext
 
@@ -255,5 +255,5 @@ class TurnCommands:
 
     def transcript(self, session_id: str, *, after: int | None = None, upto: int | None = None,
                    limit: int | None = None, newest_first: bool = False) -> list[MessageAppended]:
-        return list(cast("Iterable[MessageAppended]", self.ctx.app.events.get(
-            transcript_id(session_id), gt=after, lte=upto, desc=newest_first, limit=limit)))
+        return read_transcript(self.ctx.app.events.get, session_id, after=after, upto=upto,
+                               newest_first=newest_first, limit=limit)

@@ -1,8 +1,9 @@
 """What an import from another gateway's store records beside the usual session events.
 
-A Hermes session comes in as the events turnlog itself writes (SessionCreated, RouteBound,
-MessageAppended, ...; actor `import:hermes`, cause `hermes:<home>#<session_id>`), so routing,
-search, history and time travel treat it like any other. What turnlog has no field for — token
+A Hermes session comes in as the events turnlog itself writes (SessionCreated, RouteBound, ...;
+its messages as a few MessagesImported runs, read everywhere as the MessageAppended events they
+stand for; actor `import:hermes`, cause `hermes:<home>#<session_id>`), so routing, search,
+history and time travel treat it like any other. What turnlog has no field for — token
 usage and cost, titles, the Hermes row of each message (its id and time, reasoning, active /
 compacted flags), the inactive rows themselves and the routing entry's extras — is kept in one
 HermesSessionImported event on

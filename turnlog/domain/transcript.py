@@ -3,11 +3,18 @@
 The stream id is derived from the session_id and the version is the message's sequence number,
 so messages are strictly ordered and a duplicate sequence number is a conflict. Loading a
 session's lifecycle state never reads this stream.
+
+An import writes a session's past messages as a few MessagesImported events instead of one
+event per message: each holds a run of consecutive messages and takes the stream version of the
+run's last one, so the stream's version is still its message count (time travel and `diff` count
+messages by it) and a message appended after the import conflicts as before. Readers never see
+the difference: `read_transcript` and `imported_messages` give the run as the MessageAppended
+events it stands for, and projections file each of them with their per-message handler.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
@@ -38,7 +45,71 @@ class MessageAppended(StreamEvent):
     cause: str
 
 
+class MessagesImported(StreamEvent):
+    """Messages seq first_seq .. originator_version, all at once (see the module docstring).
+
+    Each message is a dict of MessageAppended's per-message fields (MESSAGE_FIELDS), unset ones
+    left out; the others (session, time, epoch, actor, cause) are the run's."""
+
+    TOPIC = "turnlog:MessagesImported"
+    session_id: str
+    first_seq: int
+    messages: list[dict[str, Any]]
+    epoch: int
+    actor: str
+    cause: str
+
+
 register_topic(MessageAppended.TOPIC, MessageAppended)
+register_topic(MessagesImported.TOPIC, MessagesImported)
+
+MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name", "token_count", "finish_reason",
+                  "platform_message_id", "turn_id")
+
+
+_RUN_FIELDS = ("originator_id", "timestamp", "session_id", "epoch", "actor", "cause")  # shared by a run's messages
+_BLANK = {**dict.fromkeys(MESSAGE_FIELDS), "content": ""}
+
+
+def imported_fields(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """A MessagesImported event's fields (as projections get them, or the event's own) as the
+    fields of the MessageAppended events it stands for, in order: the one rule for reading a run."""
+    shared = {name: run[name] for name in _RUN_FIELDS if name in run}
+    return [{**shared, **_BLANK, **m, "originator_version": seq}
+            for seq, m in enumerate(run["messages"], start=run["first_seq"])]
+
+
+def imported_messages(run: MessagesImported) -> list[MessageAppended]:
+    """A MessagesImported event as the MessageAppended events it stands for, in order."""
+    return [MessageAppended(**fields) for fields in imported_fields(run.__dict__)]
+
+
+def read_transcript(get: Callable[..., Iterable[Any]], session_id: str, *, after: int | None = None,
+                    upto: int | None = None, newest_first: bool = False,
+                    limit: int | None = None) -> list[MessageAppended]:
+    """Messages after .. upto (sequence numbers) of a session, from `get` (the event store's
+    get(originator_id, gt=, lte=, desc=, limit=)). A run counts at its last message's version,
+    so the stream read by versions can start inside a run (it is cut) and end before a run that
+    holds `upto` (which is read too); every event read holds at least one wanted message, so
+    `limit` events hold enough."""
+    stream = transcript_id(session_id)
+    events = list(get(stream, gt=after, lte=upto, desc=newest_first, limit=limit))
+    if upto is not None:
+        straddling = next(iter(get(stream, gt=upto, limit=1)), None)
+        if type(straddling) is MessagesImported and straddling.first_seq <= upto:
+            if newest_first:
+                events.insert(0, straddling)
+            else:
+                events.append(straddling)
+    if all(type(e) is MessageAppended for e in events):
+        return events
+    low, high = after or 0, upto if upto is not None else 1 << 62
+    messages: list[MessageAppended] = []
+    for e in events:
+        run = imported_messages(e) if type(e) is MessagesImported else [e]
+        messages += reversed(run) if newest_first else run
+    messages = [m for m in messages if low < m.originator_version <= high]
+    return messages[:limit] if limit is not None else messages
 
 
 def validate_message(role: str, content: Any, tool_calls: Any, token_count: Any) -> None:

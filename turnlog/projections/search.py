@@ -3,8 +3,9 @@
 `search_messages` holds every message: what is searched (`text`: its content, tool name and tool
 calls), what a search filters on (session, routing key, platform, role, time) and the message's
 other fields (`content` is NULL where it equals `text`, as it does for most messages; read
-coalesce(content, text)). Its rowid is the message event's log position, so a rebuild gives
-every row the same id again. (The transcripts were a table of their own; keeping one copy
+coalesce(content, text)). Its rowid numbers the messages in log order (`position` is the log
+position of the event that holds the message: an import's MessagesImported holds many), so a
+rebuild gives every row the same id again. (The transcripts were a table of their own; keeping one copy
 halves what a rebuild writes for them.)
 
 `search_fts` (unicode61: words, ranked by bm25) indexes the whole text; `search_fts_trigram`
@@ -29,11 +30,13 @@ from typing import Any
 import orjson
 
 from ..domain.fts_query import cjk_runs
+from ..domain.transcript import MessagesImported, imported_fields
 from .base import Tables, utc_iso
 
 CREATED = "turnlog:SessionCreated"
 REOPENED = "turnlog:SessionReopened"
 APPENDED = "turnlog:MessageAppended"
+IMPORTED = MessagesImported.TOPIC
 FTS_TABLES = ("search_fts", "search_fts_trigram")
 
 
@@ -51,10 +54,12 @@ def searchable_text(e: dict[str, Any]) -> str:
 class SearchProjection:
     name = "search"
     weight = 6.0  # rebuild cost relative to the others (parallel.py)
-    version = 3  # 2: the trigram index holds only CJK runs (column cjk); 3: every message field
+    # 2: the trigram index holds only CJK runs (column cjk); 3: every message field; 4: ids number
+    # the messages, column position (an imported run of messages is one event)
+    version = 4
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
     retired = ("messages",)  # the transcripts table of the former `messages` projection
-    topics = (CREATED, REOPENED, APPENDED)
+    topics = (CREATED, REOPENED, APPENDED, IMPORTED)
 
     def create(self, t: Tables) -> None:
         t.execute(
@@ -85,7 +90,8 @@ class SearchProjection:
                 epoch INTEGER NOT NULL,
                 turn_id TEXT NOT NULL,
                 actor TEXT,
-                cause TEXT)"""
+                cause TEXT,
+                position INTEGER NOT NULL)"""
         )
         # content= names the live table on purpose: see the module docstring.
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts} USING fts5("
@@ -144,21 +150,29 @@ class _SearchWriter:
         self.rows: list[tuple[Any, ...]] = []
         self.texts: list[tuple[int, str]] = []
         self.cjk: list[tuple[int, str]] = []
+        self.next_id: int | None = None  # the next message's rowid, once read from the table
 
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
-        if topic == APPENDED:
+        if topic == IMPORTED:
+            for message in imported_fields(e):
+                self.apply_fields(APPENDED, message, position)
+        elif topic == APPENDED:
+            if self.next_id is None:
+                self.next_id = self.t.execute("SELECT coalesce(max(id), 0) + 1 FROM {search_messages}").fetchone()[0]
+            rowid = self.next_id
+            self.next_id += 1
             key, platform = self._session(e["session_id"])
             text = searchable_text(e)
             cjk = cjk_runs(text)
             content, tool_calls = e["content"], e["tool_calls"]
-            self.rows.append((position, e["session_id"], e["originator_version"], e["role"], key, platform,
+            self.rows.append((rowid, e["session_id"], e["originator_version"], e["role"], key, platform,
                               utc_iso(e["timestamp"]), text, cjk, None if text == content else content,
                               None if tool_calls is None else orjson.dumps(tool_calls).decode(), e["tool_call_id"],
                               e["name"], e["token_count"], e["finish_reason"], e["platform_message_id"], e["epoch"],
-                              e["turn_id"], e["actor"], e["cause"]))
-            self.texts.append((position, text))
+                              e["turn_id"], e["actor"], e["cause"], position))
+            self.texts.append((rowid, text))
             if cjk:
-                self.cjk.append((position, cjk))
+                self.cjk.append((rowid, cjk))
         elif topic == CREATED:
             platform = (e["origin"] or {}).get("platform")
             self.new_sessions.append((e["session_id"], e["originator_id"], e["session_key"], platform))
@@ -193,7 +207,7 @@ class _SearchWriter:
         self.new_sessions, self.rekeyed = [], []
         if not self.rows:
             return
-        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            self.rows)
         self.t.executemany("INSERT INTO {search_fts} (rowid, text) VALUES (?,?)", self.texts)
         self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)", self.cjk)

@@ -34,7 +34,7 @@ RANK_DEPTH = 5
 SNIPPET_TOKENS = 16
 MARK_OPEN, MARK_CLOSE, ELLIPSIS = ">>>", "<<<", "…"
 SNIPPET_CHARS = 60  # either side of a substring match
-_COLUMNS = "m.id, m.session_id, m.seq, m.role, m.session_key, m.platform, m.at"
+_COLUMNS = "m.id, m.session_id, m.seq, m.role, m.session_key, m.platform, m.at, m.position"
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,7 @@ def _scanned(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: i
     rows = db.execute(f"SELECT {_COLUMNS}, m.text FROM search_messages m WHERE {condition}"
                       " ORDER BY m.id DESC LIMIT ?", (*like_params, *params, limit)).fetchall()
     positive = [t for t in plan.terms if not t.negated]
-    return [{**_row_dict(r[:7]), "snippet": _snippet(r[7], positive), "score": None, "match": "substring"}
+    return [{**_row_dict(r[:8]), "snippet": _snippet(r[8], positive), "score": None, "match": "substring"}
             for r in rows]
 
 
@@ -213,7 +213,7 @@ def _texts(db: sqlite3.Connection, ids: list[int], column: str) -> dict[int, str
 
 
 def _row_dict(r: tuple[Any, ...]) -> dict[str, Any]:
-    return {"position": r[0], "session_id": r[1], "seq": r[2], "role": r[3], "session_key": r[4],
+    return {"position": r[7], "session_id": r[1], "seq": r[2], "role": r[3], "session_key": r[4],
             "platform": r[5], "at": r[6]}
 
 

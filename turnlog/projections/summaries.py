@@ -40,6 +40,8 @@ SUMMARIES: dict[str, Summary] = {
     "LeaseMoved": lambda d: f"lease epoch {d.get('epoch')} moved to {d.get('to_session_id')}",
     "LeaseSeeded": lambda d: f"transcript seeded with {d.get('last_seq')} message(s)",
     "MessageAppended": lambda d: f"{d.get('role')}: {_short(d.get('content'))}",
+    "MessagesImported": lambda d: f"{len(d.get('messages') or ())} message(s) imported, #{d.get('first_seq')}"
+    f"-#{d.get('originator_version')}",
     "DeliveryRecorded": lambda d: f"reply #{d.get('seq')} owed to {d.get('platform')}:{d.get('chat_id')}",
     "DeliveryAttempting": lambda d: f"delivery attempt {d.get('attempt')} by {d.get('owner')}"
     + (" (recovered)" if d.get("recovered") else ""),

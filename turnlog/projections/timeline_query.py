@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 import orjson
 
+from ..domain.transcript import MessagesImported, imported_messages
 from .base import event_name, rows_in, utc_text
 from .log import Row
 from .runner import ProjectionRunner
@@ -17,6 +18,8 @@ from .timeline import CLOCK_BLOCK
 
 _STANDARD_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic", "actor", "cause"}
 _SUMMARISED_FIELDS = {"content": 80}
+_IMPORTED = MessagesImported.TOPIC
+_APPENDED = "MessageAppended"  # what an imported run's messages are listed as
 
 
 def event_data(event: Any) -> dict[str, Any]:
@@ -39,7 +42,8 @@ def history(runner: ProjectionRunner, *, session: str | None = None, route_ids: 
 
     An event concerns the session of its stream, or for a stream filed under a route (a route, an
     inbox) the session it names. A key's history is its routes' events and every event of a
-    session those events name.
+    session those events name. An imported run of messages (MessagesImported) is listed as the
+    MessageAppended events it stands for, each at the run's position.
     """
     db = runner.db
     upto = runner.positions().get("timeline", 0)
@@ -63,17 +67,20 @@ def history(runner: ProjectionRunner, *, session: str | None = None, route_ids: 
     out = []
     for row in runner.log.stream_rows(filed, upto):
         position, stream, topic = row[0], runner.log.stream_of(row), row[3]
-        if (since is not None and position < since) or (names and event_name(topic) not in names):
+        if (since is not None and position < since) or (names and event_name(topic) not in names and not (
+                topic == _IMPORTED and _APPENDED in names)):
             continue
         stream_session, route_id, stream_key = filed[stream]
         event = runner.log.decode(row)
         session_id = getattr(event, "session_id", None) if route_id else stream_session
         if session_id not in sessions and route_id not in routes:
             continue
-        out.append({"position": position, "at": event.timestamp.isoformat(), "event": event_name(topic),
-                    "actor": getattr(event, "actor", None), "cause": getattr(event, "cause", None),
-                    "session_id": session_id, "session_key": getattr(event, "session_key", None) or stream_key,
-                    "data": event_data(event)})
+        for one in imported_messages(event) if topic == _IMPORTED else (event,):
+            out.append({"position": position, "at": one.timestamp.isoformat(),
+                        "event": _APPENDED if one is not event else event_name(topic),
+                        "actor": getattr(one, "actor", None), "cause": getattr(one, "cause", None),
+                        "session_id": session_id, "session_key": getattr(one, "session_key", None) or stream_key,
+                        "data": event_data(one)})
     return out
 
 

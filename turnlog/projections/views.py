@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 from eventsourcing.application import Application
 
-from ..domain.transcript import transcript_id
+from ..domain.transcript import read_transcript
 from . import route_history_views, routing_views, search_query, timeline_query, turns_views
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
@@ -163,7 +163,7 @@ class Views:
     # -- transcripts (the log itself) and search ------------------------------------------
 
     def transcript(self, session_id: str, *, upto_version: int | None = None) -> list[dict[str, Any]]:
-        return [message_row(e) for e in self.app.events.get(transcript_id(session_id), lte=upto_version)]
+        return [message_row(e) for e in read_transcript(self.app.events.get, session_id, upto=upto_version)]
 
     def search(self, query: str, **filters: Any) -> list[dict[str, Any]]:
         return search_query.run(self.runner, query, **filters)
