@@ -141,4 +141,4 @@ def test_the_shipped_dictionary_is_the_one_v2_events_were_written_with() -> None
 
 
 FROZEN_PLAIN = b'{"timestamp":{"_type_":"datetime_iso","_data_":"2026-03-02T10:00:00.000000+00:00"},"actor":"new","cause":"inbound:1","epoch":1,"outcome":"completed"}'
-FROZEN_V2_HEX = "0220952d010060332d30325431303a2e6e657707fc6b8532806bf0116087ba3692dfb9db003b747640e10c"
+FROZEN_V2_HEX = "0220951d0100c340026050582866c6d0201907fc1e470155b38c386d6288757541014064b0b50fc207"

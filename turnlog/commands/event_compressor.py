@@ -32,7 +32,7 @@ V1 = b"\x01"
 V2 = b"\x02"
 # Pinned: a dictionary file that changed would make every v2 event unreadable, so refuse it.
 DICTIONARY_V2_FILE = "event_dictionary_v2.zdict"
-DICTIONARY_V2_SHA256 = "e316e95febfa8d59974fce6177907fbea2b43f9ef416bdf110151dcb7914f654"
+DICTIONARY_V2_SHA256 = "3df38e481749fb99c5764cad1cfd46c62df6d3775369cb7fb1216f0e655081d1"
 # The frame carries its content size (1-2 bytes for an event: decompression then allocates
 # exactly, and it saves the window byte a size-less frame needs); no magic, checksum or dict id
 # (the tag byte says all that, and the hash chain already covers the stored bytes).
