@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.commands.event_compressor import deflate, inflate
+from turnlog.commands.event_compressor import compact, inflate
 from turnlog.projections.chain import ChainBreak
 
 KEY = "agent:main:telegram:dm:42"
@@ -61,7 +61,7 @@ def state_of(db: Path, rowid: int) -> bytes:
 def set_state(db: Path, rowid: int, state: bytes) -> None:
     c = raw(db)
     try:
-        assert c.execute("UPDATE stored_events SET state=? WHERE rowid=?", (deflate(state), rowid)).rowcount == 1
+        assert c.execute("UPDATE stored_events SET state=? WHERE rowid=?", (compact(state), rowid)).rowcount == 1
     finally:
         c.close()
 

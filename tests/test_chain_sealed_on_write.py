@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
-from turnlog.commands.event_compressor import deflate, inflate
+from turnlog.commands.event_compressor import compact, inflate
 from turnlog.commands.recorder import ChainBroken
 from turnlog.domain.chain import GENESIS, link
 
@@ -69,7 +69,7 @@ def edit(db: Path, position: int, old: str, new: str) -> None:
         state = inflate(c.execute("SELECT state FROM stored_events WHERE rowid=?", (position,)).fetchone()[0])
         assert old.encode() in state
         c.execute("UPDATE stored_events SET state=? WHERE rowid=?",
-                  (deflate(state.replace(old.encode(), new.encode())), position))
+                  (compact(state.replace(old.encode(), new.encode())), position))
     finally:
         c.close()
 

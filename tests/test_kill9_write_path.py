@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from harness.runner import run_harness
 from turnlog.cli import main
-from turnlog.commands.event_compressor import V1, inflate
+from turnlog.commands.event_compressor import V2, inflate
 
 ROUNDS = 200
 
@@ -38,7 +38,7 @@ def test_two_hundred_kills_of_the_write_path_leave_a_whole_sealed_log(tmp_path, 
     finally:
         conn.close()
     assert sealed == len(states)
-    assert sum(s[:1] == V1 for s in states) > len(states) // 2  # the compact form was really written
+    assert sum(s[:1] == V2 for s in states) > len(states) // 2  # the compact form was really written
     assert all(inflate(s).startswith(b"{") for s in states)
 
     projections = CliRunner().invoke(main, ["--db", str(db), "verify"])

@@ -22,6 +22,7 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQLiteCursor, SQLiteDatastore
 
 from ..domain.chain import GENESIS, as_hex, link, seal_of
+from .checkpointer import WRITER_AUTOCHECKPOINT_PAGES, WalCheckpointer, background_checkpoints
 from ..errors import StoreError
 
 CHAIN_TABLES = (
@@ -54,6 +55,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
         self._write_lock = threading.Lock()
         self._writer: SQLiteConnection | None = None
         self._writer_settings: tuple[str, float, str] | None = None
+        self._checkpointer: WalCheckpointer | None = None
 
     def use_writer(self, db_name: str, *, lock_timeout: float, synchronous: str) -> None:
         """Write through a connection of this recorder's own, opened at the first write (opening a
@@ -66,12 +68,18 @@ class SealingRecorder(SQLiteApplicationRecorder):
             conn = sqlite3.connect(db_name, uri=True, isolation_level=None, check_same_thread=False,
                                    timeout=lock_timeout, cached_statements=64)
             conn.execute(f"PRAGMA synchronous={synchronous}")
+            if background_checkpoints():
+                conn.execute(f"PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT_PAGES}")
+                self._checkpointer = WalCheckpointer(db_name, lock_timeout=lock_timeout)
             self._writer = SQLiteConnection(conn, max_age=None)
         return self._writer
 
     def close_writer(self) -> None:
         with self._write_lock:
             self._writer_settings = None
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
@@ -81,7 +89,10 @@ class SealingRecorder(SQLiteApplicationRecorder):
             writer = self._connection()
             if writer is not None:
                 with writer.transaction(commit=True) as c:
-                    return self._insert_events(c, stored_events, **kwargs)
+                    positions = self._insert_events(c, stored_events, **kwargs)
+                if self._checkpointer is not None:
+                    self._checkpointer.committed()
+                return positions
         return super().insert_events(stored_events, **kwargs)
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
