@@ -158,7 +158,6 @@ class _SearchWriter:
         self.new_sessions: list[tuple[str, str, int]] = []
         self.refiled: list[tuple[int, str]] = []  # (filing, aggregate_id), in order
         self.rows: list[tuple[Any, ...]] = []
-        self.texts: list[tuple[int, str]] = []
         self.cjk: list[tuple[int, str]] = []
 
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
@@ -172,7 +171,6 @@ class _SearchWriter:
                               None if tool_calls is None else orjson.dumps(tool_calls).decode(), e["tool_call_id"],
                               e["name"], e["token_count"], e["finish_reason"], e["platform_message_id"], e["epoch"],
                               pack_hex(e["turn_id"]), e["actor"], e["cause"], None if stamp == at else stamp))
-            self.texts.append((position, text))
             if cjk:
                 self.cjk.append((position, cjk))
         elif topic == CREATED:
@@ -232,9 +230,12 @@ class _SearchWriter:
             return
         self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            self.rows)
-        self.t.executemany("INSERT INTO {search_fts} (rowid, text) VALUES (?,?)", self.texts)
+        # The batch's rows are the table's last (ids are log positions): indexed from the table,
+        # without passing each text from Python to SQLite again.
+        self.t.execute("INSERT INTO {search_fts} (rowid, text) SELECT id, text FROM {search_messages} WHERE id >= ?",
+                       (self.rows[0][0],))
         self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)", self.cjk)
-        self.rows, self.texts, self.cjk = [], [], []
+        self.rows, self.cjk = [], []
 
 
 def pack_hex(text: Any) -> Any:
