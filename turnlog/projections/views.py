@@ -163,7 +163,7 @@ class Views:
         with self.runner.lock:
             return self.runner.log.stream_version(stream, upto)
 
-    # -- transcripts (the log itself) and search ------------------------------------------
+    # -- transcripts (the search table, then the log) and search ----------------------------
 
     def transcript(self, session_id: str, *, upto_version: int | None = None) -> list[dict[str, Any]]:
         stored = self._stored_transcript(session_id, upto_version)
