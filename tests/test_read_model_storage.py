@@ -1,6 +1,7 @@
-"""Transcripts are read from the search projection's message table and, past its position, from
-the log (projections/search_views.py): always exactly what the log holds, at any version, with
-the read models behind, caught up, of an older shape, or opened read-only."""
+"""The compact read models: transcripts are read from the search projection's message table and,
+past its position, from the log (projections/search_views.py): always exactly what the log holds,
+at any version, with the read models behind, caught up, of an older shape, or opened read-only.
+Tables of an older version's shape (search 3, timeline 2) are refilled in the new one."""
 
 from __future__ import annotations
 
@@ -119,3 +120,25 @@ def test_a_database_with_version_3_search_tables_reads_the_log_and_is_refilled(d
         assert t.search("kiwi") == found
         assert t.search("天气预报") == found_cjk
         assert t.verify(["search"])["ok"]
+
+
+def test_a_database_with_version_2_timeline_tables_is_refilled(db, clock):
+    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
+        session_id, _ = converse(t, clock, ALICE, ["hello", "checking", "done"])
+        t.catch_up()
+        history = t.history(session_id)
+        key_history = t.history(ALICE)
+    conn = sqlite3.connect(db)
+    for table in ("timeline_streams", "timeline_filings"):
+        conn.execute(f"DROP TABLE {table}")
+    # Version 2's stream table: kind, session, route and key spelled out on every row.
+    conn.execute("CREATE TABLE timeline_streams (stream TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+                 " first_position INTEGER NOT NULL, session_id TEXT, route_id TEXT, session_key TEXT)")
+    conn.execute("UPDATE projection_versions SET version=2 WHERE name='timeline'")
+    conn.commit()
+    conn.close()
+
+    with Turnlog(db, clock=clock) as t:
+        assert t.history(session_id) == history
+        assert t.history(ALICE) == key_history
+        assert t.verify(["timeline"])["ok"]
