@@ -130,6 +130,7 @@ def test_an_edited_event_is_named_by_its_position(db):
     assert b'"content":"hello 2"' in state
     set_state(db, position, state.replace(b'"content":"hello 2"', b'"content":"hello 9"'))
     with open_log(db, 30) as t:  # the edit is real: the engine now reads the forged text
+        t.rebuild_projections(["search"])  # (transcripts are read through it, built before the edit)
         s1 = t.session(t.routes()[0]["session_id"])["session_id"]
         assert [m["content"] for m in t.transcript(s1) if m["role"] == "user"] == ["hello 1", "hello 9", "hello 3"]
     assert verify(db) == [ChainBreak(position, "edited")]

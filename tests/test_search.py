@@ -16,6 +16,9 @@ from click.testing import CliRunner
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
 from turnlog.domain.fts_query import MAX_QUERY_CHARS, QueryTooLong, plan_query, sanitize_fts5_query
+from turnlog.domain.transcript import transcript_id
+from turnlog.projections.search import unpack_hex
+from turnlog.projections.views import message_row
 
 ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
 SLACK = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
@@ -339,16 +342,20 @@ def test_the_search_table_holds_every_field_of_each_transcript_message(tmp_path,
                          token_count=12, finish_reason="tool_calls")
         t.append_message(token, "tool", "sunny", tool_call_id="c1", name="weather")
         t.release_lease(token)
-        transcript = t.transcript(session_id)
+        # The messages as their events in the log hold them.
+        logged = [message_row(e) for e in t.app.events.get(transcript_id(session_id))]
         t.catch_up()
     conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
     rows = [dict(r) for r in conn.execute(
         "SELECT seq, role, coalesce(content, text) AS content, tool_calls, tool_call_id, name, token_count,"
-        " finish_reason, platform_message_id, epoch, turn_id, actor, cause FROM search_messages"
-        " WHERE session_id=? ORDER BY seq", (session_id,))]
+        " finish_reason, platform_message_id, coalesce(stamp, at) AS timestamp, epoch, turn_id, actor, cause"
+        " FROM search_messages m JOIN search_filings f ON f.id = m.filing WHERE f.session_id=? ORDER BY seq",
+        (session_id,))]
     conn.close()
     assert [r["content"] for r in rows] == ["what is the weather", "checking", "sunny"]
-    for row, message in zip(rows, transcript):
+    assert len(rows) == len(logged)
+    for row, message in zip(rows, logged):
         row["tool_calls"] = orjson.loads(row["tool_calls"]) if row["tool_calls"] else None
+        row["turn_id"] = unpack_hex(row["turn_id"])  # stored as its 16 bytes
         assert row == {k: message[k] for k in row}, (row, message)

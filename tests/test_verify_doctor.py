@@ -100,7 +100,7 @@ def test_verify_names_a_hand_edited_row_and_exits_1(db, clock):
 
 def test_verify_names_missing_and_extra_rows_in_json(db):
     sql(db, "DELETE FROM search_messages WHERE id = (SELECT min(id) FROM search_messages)",
-        "INSERT INTO timeline_streams (stream, kind, first_position) VALUES ('forged', 'Forged', 999999)")
+        "INSERT INTO timeline_streams (stream, filing, first_position) VALUES ('forged', 1, 999999)")
     result = cli("--db", db, "verify", "--json")
     assert result.exit_code == 1
     report = orjson.loads(result.output)
@@ -108,7 +108,7 @@ def test_verify_names_missing_and_extra_rows_in_json(db):
     assert set(bad) == {"search", "timeline"}
     timeline = next(t for t in bad["timeline"]["tables"] if t["table"] == "timeline_streams")
     assert (timeline["extra"], timeline["missing"], timeline["changed"]) == (1, 0, 0)
-    assert timeline["differences"] == [{"kind": "extra", "key": {"stream": "forged"}}]
+    assert timeline["differences"] == [{"kind": "extra", "key": {"first_position": 999999}}]
     messages = next(t for t in bad["search"]["tables"] if t["table"] == "search_messages")
     assert (messages["missing"], messages["differences"][0]["kind"]) == (1, "missing")
     # the FTS index still holds the deleted row: its own check says so

@@ -229,7 +229,7 @@ class Turnlog:
         return self.rotation.rotate(token, source)
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's messages in order, read from the log itself (always current)."""
+        """The session's messages in order, as the log holds them (always current)."""
         return self.views.transcript(session_id)
 
     def usage(self, session_id: str) -> list[dict[str, Any]]:

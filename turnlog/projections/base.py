@@ -17,11 +17,43 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 class TypedRow:
     """A read-model row as a dataclass (the views' results); `to_dict()` gives its fields."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        # dataclasses.asdict, without its per-value deep copy where a value is plain (most are):
+        # a listing of sessions spent most of its time there.
+        names = _field_names(type(self))
+        out = {name: getattr(self, name) for name in names}
+        for name, value in out.items():
+            if type(value) not in _PLAIN:
+                out[name] = _plain_copy(value)
+        return out
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _plain_copy(value: Any) -> Any:
+    """What dataclasses.asdict makes of a field's value."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return dataclasses.asdict(_Box(value))["value"]
+
+
+@dataclasses.dataclass
+class _Box:
+    value: Any
 
 
 REBUILDS_TABLE = "projection_rebuilds"  # rebuilds under way: name -> the position their fresh tables reached

@@ -1,21 +1,24 @@
 """The transcripts read model and their full-text index (spec §10): two FTS5 indexes over one table.
 
 `search_messages` holds every message: what is searched (`text`: its content, tool name and tool
-calls), what a search filters on (session, routing key, platform, role, time) and the message's
-other fields (`content` is NULL where it equals `text`, as it does for most messages; read
-coalesce(content, text)). Its rowid numbers the messages in log order (`position` is the log
-position of the event that holds the message: an import's MessagesImported holds many), so a
-rebuild gives every row the same id again. (The transcripts were a table of their own; keeping one copy
-halves what a rebuild writes for them.)
+calls), what a search filters on (its filing, role, time) and the message's other fields
+(`content` is NULL where it equals `text`, as it does for most messages; read
+coalesce(content, text)), so that a transcript reads one table instead of decoding the log. Its
+rowid numbers the messages in log order and `position` is the log position of the event that holds
+the message (an import's MessagesImported run holds many), so a rebuild gives every row the same
+id again.
+A message names its session, routing key and platform by a small integer, its filing
+(`search_filings`: one per session and key it served), not by their text on every row.
 
-`search_fts` (unicode61: words, ranked by bm25) indexes the whole text; `search_fts_trigram`
-(trigram: substrings, for Chinese, Japanese and Korean, which have no spaces between words)
-indexes only the CJK runs of it (column `cjk`). Hermes indexes everything twice; a trigram
-index costs a token per character, so indexing only the text it is used for makes it (and each
-message's indexing) several times cheaper, and a query it cannot answer (a term mixing scripts)
-falls back to a substring scan, which finds the same messages. Both are external content tables
-whose `content=` names the live table even while a rebuild fills fresh copies, so the copies are
-correct the moment they are renamed into place.
+`search_fts` (unicode61: words, ranked by bm25) indexes the whole text, an external content
+table whose `content=` names the live table even while a rebuild fills fresh copies, so the
+copies are correct the moment they are renamed into place. `search_fts_trigram` (trigram:
+substrings, for Chinese, Japanese and Korean, which have no spaces between words) indexes only
+the CJK runs of it, and keeps no copy of them (contentless): a trigram query's terms are CJK runs,
+which occur in the whole text exactly where they occur in its runs, so ranking and snippets read
+the text. Hermes indexes everything twice; a trigram index costs a token per character, so
+indexing only the text it is used for makes it several times cheaper, and a query it cannot
+answer (a term mixing scripts) falls back to a substring scan, which finds the same messages.
 
 The routing key and platform of a message come from its session's SessionCreated (and
 SessionReopened) events, which this projection reads itself into `search_sessions`: it never
@@ -54,10 +57,11 @@ def searchable_text(e: dict[str, Any]) -> str:
 class SearchProjection:
     name = "search"
     weight = 6.0  # rebuild cost relative to the others (parallel.py)
-    # 2: the trigram index holds only CJK runs (column cjk); 3: every message field; 4: ids number
-    # the messages, column position (an imported run of messages is one event)
-    version = 4
-    tables = ("search_fts", "search_fts_trigram", "search_messages", "search_sessions")
+    # 2: the trigram index holds only CJK runs (column cjk); 3: every message field;
+    # 4: messages filed by a small integer (search_filings), the CJK runs only in their index;
+    # 5: ids number the messages, column position (an imported run of messages is one event)
+    version = 5
+    tables = ("search_fts", "search_fts_trigram", "search_messages", "search_filings", "search_sessions")
     retired = ("messages",)  # the transcripts table of the former `messages` projection
     topics = (CREATED, REOPENED, APPENDED, IMPORTED)
 
@@ -66,20 +70,28 @@ class SearchProjection:
             """CREATE TABLE IF NOT EXISTS {search_sessions} (
                 session_id TEXT PRIMARY KEY,
                 aggregate_id TEXT NOT NULL UNIQUE,
+                filing INTEGER NOT NULL)"""
+        )
+        # A filing: a session under one routing key (a reopened session gets a new one).
+        t.execute(
+            """CREATE TABLE IF NOT EXISTS {search_filings} (
+                id INTEGER PRIMARY KEY,
+                session_id TEXT NOT NULL,
                 session_key TEXT,
                 platform TEXT)"""
         )
+        # `cjk`: 1 if the message has CJK runs (then it is in the trigram index), else 0;
+        # `stamp`: the message's time as written when that is not `at` (fixed-width UTC);
+        # `turn_id`: 16 bytes when it is 32 lowercase hex digits (pack_hex), else its text.
         t.execute(
             """CREATE TABLE IF NOT EXISTS {search_messages} (
                 id INTEGER PRIMARY KEY,
-                session_id TEXT NOT NULL,
+                filing INTEGER NOT NULL,
                 seq INTEGER NOT NULL,
                 role TEXT NOT NULL,
-                session_key TEXT,
-                platform TEXT,
                 at TEXT NOT NULL,
                 text TEXT NOT NULL,
-                cjk TEXT NOT NULL,
+                cjk INTEGER NOT NULL,
                 content TEXT,
                 tool_calls TEXT,
                 tool_call_id TEXT,
@@ -88,20 +100,22 @@ class SearchProjection:
                 finish_reason TEXT,
                 platform_message_id TEXT,
                 epoch INTEGER NOT NULL,
-                turn_id TEXT NOT NULL,
+                turn_id NOT NULL,
                 actor TEXT,
                 cause TEXT,
+                stamp TEXT,
                 position INTEGER NOT NULL)"""
         )
         # content= names the live table on purpose: see the module docstring.
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts} USING fts5("
                   "text, content='search_messages', content_rowid='id')")
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts_trigram} USING fts5("
-                  "cjk, content='search_messages', content_rowid='id', tokenize='trigram')")
+                  "cjk, content='', tokenize='trigram')")
 
     def create_indexes(self, t: Tables) -> None:
-        t.execute("CREATE INDEX IF NOT EXISTS search_messages_by_session ON {search_messages} (session_id, id)")
-        t.execute("CREATE INDEX IF NOT EXISTS search_messages_by_key ON {search_messages} (session_key, id)")
+        t.execute("CREATE INDEX IF NOT EXISTS search_messages_by_filing ON {search_messages} (filing, id)")
+        t.execute("CREATE INDEX IF NOT EXISTS search_filings_by_session ON {search_filings} (session_id)")
+        t.execute("CREATE INDEX IF NOT EXISTS search_filings_by_key ON {search_filings} (session_key)")
 
     def writer(self, t: Tables) -> "_SearchWriter":
         return _SearchWriter(t)
@@ -112,7 +126,7 @@ class SearchProjection:
         problems = []
         # FTS5's own check is an INSERT: a read-only connection compares the indexes' rows only.
         read_only = db.execute("PRAGMA query_only").fetchone()[0]
-        for table, which in (("search_fts", ""), ("search_fts_trigram", " WHERE cjk != ''")):
+        for table, which in (("search_fts", ""), ("search_fts_trigram", " WHERE cjk = 1")):
             try:
                 if not read_only:
                     db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
@@ -144,51 +158,68 @@ class _SearchWriter:
 
     def __init__(self, t: Tables) -> None:
         self.t = t
-        self.sessions: dict[str, tuple[str | None, str | None]] = {}  # session_id -> (key, platform)
-        self.new_sessions: list[tuple[Any, ...]] = []
-        self.rekeyed: list[tuple[str, str]] = []  # (session_key, aggregate_id), in order
+        self.filed: dict[str, int] = {}  # session_id -> its current filing
+        self.filings: dict[int, tuple[str, str | None, str | None]] = {}  # this writer's: id -> its row
+        self.next_filing = 0  # the next filing's id, read from the table on first use
+        self.new_sessions: list[tuple[str, str, int]] = []
+        self.refiled: list[tuple[int, str]] = []  # (filing, aggregate_id), in order
         self.rows: list[tuple[Any, ...]] = []
-        self.texts: list[tuple[int, str]] = []
         self.cjk: list[tuple[int, str]] = []
-        self.next_id: int | None = None  # the next message's rowid, once read from the table
+        self.next_id = 0  # the next message's id, read from the table on first use
 
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         if topic == IMPORTED:
             for message in imported_fields(e):
                 self.apply_fields(APPENDED, message, position)
         elif topic == APPENDED:
-            if self.next_id is None:
+            if not self.next_id:
                 self.next_id = self.t.execute("SELECT coalesce(max(id), 0) + 1 FROM {search_messages}").fetchone()[0]
-            rowid = self.next_id
-            self.next_id += 1
-            key, platform = self._session(e["session_id"])
+            rowid, self.next_id = self.next_id, self.next_id + 1
             text = searchable_text(e)
-            cjk = cjk_runs(text)
-            content, tool_calls = e["content"], e["tool_calls"]
-            self.rows.append((rowid, e["session_id"], e["originator_version"], e["role"], key, platform,
-                              utc_iso(e["timestamp"]), text, cjk, None if text == content else content,
+            cjk = "" if text.isascii() else cjk_runs(text)  # the check is 50x cheaper than the scan
+            content, tool_calls, stamp = e["content"], e["tool_calls"], e["timestamp"]
+            at = utc_iso(stamp)
+            self.rows.append((rowid, self._filing(e["session_id"]), e["originator_version"], e["role"], at,
+                              text, 1 if cjk else 0, None if text == content else content,
                               None if tool_calls is None else orjson.dumps(tool_calls).decode(), e["tool_call_id"],
                               e["name"], e["token_count"], e["finish_reason"], e["platform_message_id"], e["epoch"],
-                              e["turn_id"], e["actor"], e["cause"], position))
-            self.texts.append((rowid, text))
+                              pack_hex(e["turn_id"]), e["actor"], e["cause"], None if stamp == at else stamp,
+                              position))
             if cjk:
                 self.cjk.append((rowid, cjk))
         elif topic == CREATED:
             platform = (e["origin"] or {}).get("platform")
-            self.new_sessions.append((e["session_id"], e["originator_id"], e["session_key"], platform))
-            self.sessions[e["session_id"]] = (e["session_key"], platform)
+            filing = self._new_filing(e["session_id"], e["session_key"], platform)
+            self.new_sessions.append((e["session_id"], e["originator_id"], filing))
         else:  # SessionReopened: later messages are filed under the key it now serves
-            self.rekeyed.append((e["session_key"], e["originator_id"]))
             session_id = self._session_id(e["originator_id"])
             if session_id is not None:
-                self.sessions[session_id] = (e["session_key"], self._session(session_id)[1])
+                platform = self._filing_row(self._filing(session_id))[2]
+                filing = self._new_filing(session_id, e["session_key"], platform)
+                self.refiled.append((filing, e["originator_id"]))
 
-    def _session(self, session_id: str) -> tuple[str | None, str | None]:
-        found = self.sessions.get(session_id)
+    def _new_filing(self, session_id: str, key: str | None, platform: str | None) -> int:
+        if not self.next_filing:
+            self.next_filing = self.t.execute("SELECT coalesce(max(id), 0) + 1 FROM {search_filings}").fetchone()[0]
+        filing, self.next_filing = self.next_filing, self.next_filing + 1
+        self.filings[filing] = (session_id, key, platform)
+        self.filed[session_id] = filing
+        return filing
+
+    def _filing(self, session_id: str) -> int:
+        found = self.filed.get(session_id)
         if found is None:
-            row = self.t.execute("SELECT session_key, platform FROM {search_sessions} WHERE session_id=?",
-                                 (session_id,)).fetchone()
-            found = self.sessions[session_id] = (row[0], row[1]) if row else (None, None)
+            row = self.t.execute("SELECT filing FROM {search_sessions} WHERE session_id=?", (session_id,)).fetchone() \
+                or self.t.execute("SELECT max(id) FROM {search_filings} WHERE session_id=?", (session_id,)).fetchone()
+            # A session whose creation the log does not hold: filed without a key or a platform.
+            found = self.filed[session_id] = row[0] if row and row[0] else self._new_filing(session_id, None, None)
+        return found
+
+    def _filing_row(self, filing: int) -> tuple[str, str | None, str | None]:
+        found = self.filings.get(filing)
+        if found is None:
+            found = tuple(self.t.execute("SELECT session_id, session_key, platform FROM {search_filings} WHERE id=?",
+                                         (filing,)).fetchone())  # type: ignore[assignment]
         return found
 
     def _session_id(self, aggregate_id: str) -> str | None:
@@ -200,15 +231,38 @@ class _SearchWriter:
         return found[0] if found else None
 
     def flush(self) -> None:
+        if self.filings:
+            self.t.executemany("INSERT INTO {search_filings} VALUES (?,?,?,?)",
+                               [(filing, *row) for filing, row in self.filings.items()])
+            self.filings = {}
         if self.new_sessions:
-            self.t.executemany("INSERT INTO {search_sessions} VALUES (?,?,?,?)", self.new_sessions)
-        if self.rekeyed:
-            self.t.executemany("UPDATE {search_sessions} SET session_key=? WHERE aggregate_id=?", self.rekeyed)
-        self.new_sessions, self.rekeyed = [], []
+            self.t.executemany("INSERT INTO {search_sessions} VALUES (?,?,?)", self.new_sessions)
+        if self.refiled:
+            self.t.executemany("UPDATE {search_sessions} SET filing=? WHERE aggregate_id=?", self.refiled)
+        self.new_sessions, self.refiled = [], []
         if not self.rows:
             return
-        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            self.rows)
-        self.t.executemany("INSERT INTO {search_fts} (rowid, text) VALUES (?,?)", self.texts)
+        # The batch's rows are the table's last (ids number messages in log order): indexed from the table,
+        # without passing each text from Python to SQLite again.
+        self.t.execute("INSERT INTO {search_fts} (rowid, text) SELECT id, text FROM {search_messages} WHERE id >= ?",
+                       (self.rows[0][0],))
         self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)", self.cjk)
-        self.rows, self.texts, self.cjk = [], [], []
+        self.rows, self.cjk = [], []
+
+
+def pack_hex(text: Any) -> Any:
+    """32 lowercase hex digits (a uuid's hex, as turn ids are) as their 16 bytes; anything else as it is."""
+    if type(text) is str and len(text) == 32:
+        try:
+            packed = bytes.fromhex(text)
+        except ValueError:
+            return text
+        if packed.hex() == text:
+            return packed
+    return text
+
+
+def unpack_hex(value: Any) -> Any:
+    return value.hex() if type(value) is bytes else value

@@ -34,7 +34,9 @@ RANK_DEPTH = 5
 SNIPPET_TOKENS = 16
 MARK_OPEN, MARK_CLOSE, ELLIPSIS = ">>>", "<<<", "…"
 SNIPPET_CHARS = 60  # either side of a substring match
-_COLUMNS = "m.id, m.session_id, m.seq, m.role, m.session_key, m.platform, m.at, m.position"
+_COLUMNS = "m.id, f.session_id, m.seq, m.role, f.session_key, f.platform, m.at, m.position"
+# The message table with its filing (session, key, platform), the messages outermost.
+_MESSAGES = "search_messages m CROSS JOIN search_filings f ON f.id = m.filing"
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,16 @@ class Filters:
     until: str | None = None  # exclusive
 
     def sql(self) -> tuple[str, list[Any]]:
-        clauses, params = [], []
-        for column, value in (("session_id", self.session), ("session_key", self.key),
-                              ("platform", self.platform), ("role", self.role)):
+        clauses, params, filed = [], [], []
+        for column, value in (("session_id", self.session), ("session_key", self.key), ("platform", self.platform)):
             if value is not None:
-                clauses.append(f"m.{column} = ?")
+                filed.append(f"{column} = ?")
                 params.append(value)
+        if filed:
+            clauses.append(f"m.filing IN (SELECT id FROM search_filings WHERE {' AND '.join(filed)})")
+        if self.role is not None:
+            clauses.append("m.role = ?")
+            params.append(self.role)
         if self.since is not None:
             clauses.append("m.at >= ?")
             params.append(self.since)
@@ -156,7 +162,7 @@ def _ranked(db: sqlite3.Connection, index: str, expr: str, plan: QueryPlan, filt
     trigram = index == TRIGRAMS
     marks = ",".join("?" * len(ids))
     texts = {rowid: (text, length(size)) for rowid, text, size in db.execute(
-        f"SELECT m.id, m.{'cjk' if trigram else 'text'}, d.sz FROM search_messages m"
+        f"SELECT m.id, m.text, d.sz FROM search_messages m"
         f" JOIN {index}_docsize d ON d.id = m.id WHERE m.id IN ({marks})", ids)}
     rows, average = stats.totals(db, index)
     positive = [t for t in plan.terms if not t.negated]
@@ -164,9 +170,9 @@ def _ranked(db: sqlite3.Connection, index: str, expr: str, plan: QueryPlan, filt
                for t in positive]
     scores = score(texts, phrases, average, substring=trigram)
     top = sorted(ids, key=lambda rowid: (-scores.get(rowid, 0.0), -rowid))[:limit]
-    # Snippets from the whole text (the trigram index holds only its CJK runs), marking what the
-    # ranking counted; FTS5's snippet() would read each row's postings again, 0.5 ms a row here.
-    whole = _texts(db, top, "text")
+    # Snippets from the whole text, marking what the ranking counted; FTS5's snippet() would
+    # read each row's postings again, 0.5 ms a row here.
+    whole = {rowid: texts[rowid][0] for rowid in top if rowid in texts}
     patterns = [pattern for pattern, _ in phrases]
     snippets = {rowid: _snippet(whole.get(rowid, ""), positive, patterns, substring=trigram) for rowid in top}
     meta = _metadata(db, top)
@@ -190,7 +196,7 @@ def _scanned(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: i
             like_params.append("%" + _escape_like(term.substring) + "%")
         groups.append("(" + " AND ".join(parts) + ")")
     condition = "(" + " OR ".join(groups) + ")" + (f" AND {where}" if where else "")
-    rows = db.execute(f"SELECT {_COLUMNS}, m.text FROM search_messages m WHERE {condition}"
+    rows = db.execute(f"SELECT {_COLUMNS}, m.text FROM {_MESSAGES} WHERE {condition}"
                       " ORDER BY m.id DESC LIMIT ?", (*like_params, *params, limit)).fetchall()
     positive = [t for t in plan.terms if not t.negated]
     return [{**_row_dict(r[:8]), "snippet": _snippet(r[8], positive), "score": None, "match": "substring"}
@@ -201,15 +207,8 @@ def _metadata(db: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Any
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    rows = db.execute(f"SELECT {_COLUMNS} FROM search_messages m WHERE m.id IN ({marks})", ids).fetchall()
+    rows = db.execute(f"SELECT {_COLUMNS} FROM {_MESSAGES} WHERE m.id IN ({marks})", ids).fetchall()
     return {r[0]: _row_dict(r) for r in rows}
-
-
-def _texts(db: sqlite3.Connection, ids: list[int], column: str) -> dict[int, str]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return dict(db.execute(f"SELECT id, {column} FROM search_messages WHERE id IN ({marks})", ids).fetchall())
 
 
 def _row_dict(r: tuple[Any, ...]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ..domain.transcript import MessagesImported, imported_messages
 from .base import event_name, rows_in, utc_text
 from .log import Row
 from .runner import ProjectionRunner
-from .timeline import CLOCK_BLOCK
+from .timeline import CLOCK_BLOCK, pack_id, unpack_id
 
 _STANDARD_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic", "actor", "cause"}
 _SUMMARISED_FIELDS = {"content": 80}
@@ -52,17 +52,15 @@ def history(runner: ProjectionRunner, *, session: str | None = None, route_ids: 
     if session is not None:
         sessions = {session}
         routes: set[str] = set()
-        streams = _column(db, "SELECT stream FROM timeline_streams WHERE session_id=? AND route_id IS NULL", [session])
+        streams = _streams(db, "session_id IN ({}) AND route_id IS NULL", [session])
         streams |= _column(db, "SELECT stream FROM timeline_mentions WHERE session_id=?", [session])
     else:
         routes = set(route_ids)
-        streams = _column_in(db, "SELECT stream FROM timeline_streams WHERE route_id IN ({})", routes)
+        streams = _streams(db, "route_id IN ({})", routes)
         sessions = _column_in(db, "SELECT session_id FROM timeline_mentions WHERE stream IN ({})", streams)
-        streams |= _column_in(db, "SELECT stream FROM timeline_streams WHERE session_id IN ({}) AND route_id IS NULL",
-                              sessions)
+        streams |= _streams(db, "session_id IN ({}) AND route_id IS NULL", sessions)
         streams |= _column_in(db, "SELECT stream FROM timeline_mentions WHERE session_id IN ({})", sessions)
-    filed = {row[0]: row[1:] for row in rows_in(
-        db, "SELECT stream, session_id, route_id, session_key FROM timeline_streams WHERE stream IN ({})", streams)}
+    filed = _filed(db, streams)
     names = set(types)
     out = []
     for row in runner.log.stream_rows(filed, upto):
@@ -118,9 +116,7 @@ def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: st
     """The sessions the events at after < position <= upto concern (only events of routing key
     `key` if given)."""
     rows: list[Row] = list(runner.log.scan(after, upto))
-    filed = {row[0]: row[1:] for row in rows_in(
-        runner.db, "SELECT stream, session_id, route_id, session_key FROM timeline_streams WHERE stream IN ({})",
-        {runner.log.stream_of(row) for row in rows})}
+    filed = _filed(runner.db, {runner.log.stream_of(row) for row in rows})
     touched = set()
     for row in rows:
         session_id, route_id, stream_key = filed.get(runner.log.stream_of(row), (None, None, None))
@@ -141,10 +137,29 @@ def delivery_streams_changed(runner: ProjectionRunner, after: int, upto: int) ->
     streams = {runner.log.stream_of(row) for row in runner.log.scan(after, upto)}
     out: dict[str, list[str]] = {}
     for stream, session_id, _ in sorted(rows_in(
-            runner.db, "SELECT stream, session_id, first_position FROM timeline_streams"
-                       " WHERE kind='DeliveryRecorded' AND stream IN ({})", streams), key=lambda r: r[2]):
-        out.setdefault(session_id, []).append(stream)
+            runner.db, f"SELECT s.stream, f.session_id, s.first_position FROM {_FILED}"
+                       " WHERE f.kind='DeliveryRecorded' AND s.stream IN ({})", map(pack_id, streams)),
+            key=lambda r: r[2]):
+        out.setdefault(session_id, []).append(unpack_id(stream))
     return out
+
+
+# Each stream with its filing (timeline.py).
+_FILED = "timeline_streams s JOIN timeline_filings f ON f.id = s.filing"
+
+
+def _streams(db: Any, where: str, values: Iterable[Any]) -> set[str]:
+    """The streams (as text) of the filings `where` selects (its `IN ({})` filled with `values`)."""
+    return {unpack_id(row[0]) for row in rows_in(
+        db, f"SELECT stream FROM timeline_streams WHERE filing IN (SELECT id FROM timeline_filings WHERE {where})",
+        values)}
+
+
+def _filed(db: Any, streams: Iterable[str]) -> dict[str, tuple[Any, ...]]:
+    """stream -> (session_id, route_id, session_key) of each of these streams the timeline holds."""
+    return {unpack_id(row[0]): row[1:] for row in rows_in(
+        db, f"SELECT s.stream, f.session_id, f.route_id, f.session_key FROM {_FILED} WHERE s.stream IN ({{}})",
+        map(pack_id, streams))}
 
 
 def _column(db: Any, sql: str, params: list[Any]) -> set[Any]:
@@ -157,9 +172,9 @@ def _column_in(db: Any, sql: str, values: Iterable[Any]) -> set[Any]:
 
 def sessions_created(db: Any, upto: int, *, key: str | None = None) -> list[str]:
     """Sessions created at or before log position `upto` (only routing key `key`'s), in log order."""
-    where, params = ("", ()) if not key else (" AND session_key=?", (key,))
-    return [r[0] for r in db.execute("SELECT session_id FROM timeline_streams WHERE kind='SessionCreated'"
-                                     f" AND first_position<=?{where} ORDER BY first_position", (upto, *params))]
+    where, params = ("", ()) if not key else (" AND f.session_key=?", (key,))
+    return [r[0] for r in db.execute(f"SELECT f.session_id FROM {_FILED} WHERE f.kind='SessionCreated'"
+                                     f" AND s.first_position<=?{where} ORDER BY s.first_position", (upto, *params))]
 
 
 def streams_of_kind(db: Any, kind: str, upto: int, *, session_id: str | None = None,
@@ -167,11 +182,12 @@ def streams_of_kind(db: Any, kind: str, upto: int, *, session_id: str | None = N
     """The streams (aggregate ids as text) whose first event is `kind` (DeliveryRecorded,
     InboxOpened, ...) at or before `upto`, of one session or one routing key."""
     column, value = ("session_id", session_id) if session_id is not None else ("session_key", session_key)
-    return [r[0] for r in db.execute(f"SELECT stream FROM timeline_streams WHERE kind=? AND {column}=?"
-                                     " AND first_position<=? ORDER BY first_position", (kind, value, upto))]
+    return [unpack_id(r[0]) for r in db.execute(f"SELECT s.stream FROM {_FILED} WHERE f.kind=? AND f.{column}=?"
+                                                " AND s.first_position<=? ORDER BY s.first_position",
+                                                (kind, value, upto))]
 
 
 def all_streams_of_kind(db: Any, kind: str) -> list[str]:
     """Every stream (aggregate id as text) whose first event is `kind`, in log order."""
-    return [r[0] for r in db.execute("SELECT stream FROM timeline_streams WHERE kind=? ORDER BY first_position",
-                                     (kind,))]
+    return [unpack_id(r[0]) for r in db.execute(f"SELECT s.stream FROM {_FILED} WHERE f.kind=?"
+                                                " ORDER BY s.first_position", (kind,))]

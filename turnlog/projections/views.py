@@ -6,17 +6,19 @@ Reads never write: nothing here catches the read models up or seals the hash cha
 - a writable `Turnlog`'s read methods call `Turnlog.catch_up()` first (read-your-writes), and so
   does recovery (`refresh`, given by the facade) before it looks for candidates;
 - a read-only `Turnlog` never does: its views read as of the read models' positions.
-Transcripts are read from the log itself (always current, at any version).
+Transcripts are read from the search projection's table and, past its position, from the log
+(always current, at any version; search_views.py).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any, Callable, Iterable
 
 from eventsourcing.application import Application
 
-from ..domain.transcript import read_transcript
-from . import route_history_views, routing_views, search_query, timeline_query, turns_views
+from ..domain.transcript import read_transcript, transcript_id
+from . import route_history_views, routing_views, search_query, search_views, timeline_query, turns_views
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
 from .runner import ProjectionRunner
@@ -38,6 +40,7 @@ class Views:
         self.runner = runner
         self.app = app
         self._refresh = refresh
+        self._stored_transcripts: bool | None = None  # the search tables hold them (search_views)
 
     def refresh(self) -> int:
         """Catch the read models up, when the owner of these views allows it (see the module doc)."""
@@ -160,10 +163,39 @@ class Views:
         with self.runner.lock:
             return self.runner.log.stream_version(stream, upto)
 
-    # -- transcripts (the log itself) and search ------------------------------------------
+    # -- transcripts (the search table, then the log) and search ----------------------------
 
     def transcript(self, session_id: str, *, upto_version: int | None = None) -> list[dict[str, Any]]:
-        return [message_row(e) for e in read_transcript(self.app.events.get, session_id, upto=upto_version)]
+        stored = self._stored_transcript(session_id, upto_version)
+        if stored is None:
+            return [message_row(e) for e in read_transcript(self.app.events.get, session_id, upto=upto_version)]
+        last = stored[-1]["seq"] if stored else 0
+        if (upto_version is None or last < upto_version) and self._log_goes_past(session_id, last):
+            stored += [message_row(e) for e in read_transcript(self.app.events.get, session_id, after=last,
+                                                                upto=upto_version)]
+        return stored
+
+    def _log_goes_past(self, session_id: str, seq: int) -> bool:
+        """Whether the log holds a message of the session after `seq` (True when it cannot tell cheaply)."""
+        log = self.runner.log
+        if log.sql is None:
+            return True
+        with self.runner.lock:
+            newest = log.stream_version(str(transcript_id(session_id)), 2**62)
+        return newest is not None and newest > seq
+
+    def _stored_transcript(self, session_id: str, upto_version: int | None) -> list[dict[str, Any]] | None:
+        """The messages the search projection holds, None if it cannot tell (the log then)."""
+        with self.runner.lock:
+            if self._stored_transcripts is None:
+                self._stored_transcripts = "search" in self.runner.projections and \
+                    search_views.holds_transcripts(self.runner.db)
+            if not self._stored_transcripts:
+                return None
+            try:
+                return search_views.messages(self.runner.db, session_id, upto_version)
+            except sqlite3.DatabaseError:
+                return None  # damaged: the log holds every message
 
     def search(self, query: str, **filters: Any) -> list[dict[str, Any]]:
         return search_query.run(self.runner, query, **filters)
