@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
-from ..clock import lease_time
 from ..domain.dedup import COMMAND, DuplicateInbound
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import LeaseHeld, TurnLease
@@ -199,10 +198,10 @@ class InboundCommands:
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
         at_once: list[Any] = []
 
-        def accept_too(session_id: str) -> list[Any]:
+        def accept_too(session_id: str, new_session: bool) -> list[Any]:
             inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
-            at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source)
+            at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source, new_session)
             return [inbox, *seen, *at_once[:3]]
 
         try:
@@ -280,7 +279,7 @@ class InboundCommands:
         try:
             token = self.turns.acquire(session_id, rk.key, generation=generation, timeout=timeout,
                                        actor=self.turns.owner, cause=f"inbound:{head.item_id}",
-                                       before_save=start_turn)
+                                       before_save=start_turn, reserve_seq=True)
         except _NothingPending:
             return None
         return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"], started["seq"],
@@ -288,21 +287,19 @@ class InboundCommands:
 
     def _start_item(self, lease: TurnLease, token: LeaseToken, inbox: Inbox, item: InboxItem,
                     source: SessionSource, session_id: str) -> tuple[int, MessageAppended, str]:
-        """Start `item` under the pending lease: the inbox marks it started, the lease's renewal
-        reserves the user message's seq. Returns that seq, the message event and the cause."""
+        """Start `item` under the pending lease, whose acquisition reserved the user message's seq
+        (reserve_seq): the inbox marks it started. Returns that seq, the message event and the cause."""
         actor, _ = self._who(item.source or source, item.kind)
         cause = f"inbound:{item.item_id}"
-        now = self.ctx.clock.now()
-        inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=now, actor=actor, cause=cause)
-        seq = lease.last_seq + 1
+        inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,
+                    cause=cause)
+        seq = lease.last_seq
         message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
                                            platform_message_id=item.message_ids[-1])
-        lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
-                    cause=cause, lease_now=lease_time(self.ctx.clock))
         return seq, message, cause
 
     def _start_at_once(self, rk: RoutingKey, inbox: Inbox, item_id: str, session_id: str,
-                       source: SessionSource) -> list[Any]:
+                       source: SessionSource, new_session: bool) -> list[Any]:
         """When the key is idle (this message alone waits, no turn in flight, the lease free), its
         turn starts in the accept's own transaction: [lease, the inbox with the item started, user
         message, the started turn]. The start is recorded on a copy of the inbox, so that it follows
@@ -314,7 +311,8 @@ class InboundCommands:
         if len(pending) != 1 or pending[0].item_id != item_id or inbox.in_flight():
             return []
         try:
-            lease, token = self.turns.acquiring(session_id, rk.key, actor=self.turns.owner, cause=f"inbound:{item_id}")
+            lease, token = self.turns.acquiring(session_id, rk.key, actor=self.turns.owner, cause=f"inbound:{item_id}",
+                                                reserve_seq=True, new_session=new_session)
         except LeaseHeld:
             return []
         item = pending[0]
@@ -464,17 +462,14 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
         session = inbound.ctx.session(session_id, fresh=True)
         if session is None or not session.resume_pending or session.suspended or session.ended:
             raise _NothingPending
-        seq = lease.last_seq + 1
+        seq = lease.last_seq  # reserved by the acquisition
         message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
-        lease.renew(epoch=token.epoch, ttl_s=inbound.ctx.config.lease_ttl_s, last_seq=seq,
-                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause,
-                    lease_now=lease_time(inbound.ctx.clock))
         started["seq"] = seq
         return [message]
 
     try:
         token = turns.acquire(session_id, session_key, timeout=timeout, actor="system:recovery", cause=cause,
-                              before_save=start_turn)
+                              before_save=start_turn, reserve_seq=True)
     except _NothingPending:
         return None
     if in_flight is not None:
