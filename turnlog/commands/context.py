@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.application import AggregateNotFoundError, project_aggregate
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
@@ -40,6 +40,8 @@ class AggregateCache:
         self.size = size
         self._items: OrderedDict[UUID, Any] = OrderedDict()
         self._lock = threading.Lock()
+        intervals = getattr(app, "snapshotting_intervals", None) or {}
+        self._span = min(intervals.values()) if app.snapshots is not None and intervals else 0
 
     def get(self, aggregate_id: UUID, fresh: bool = False) -> Any | None:
         with self._lock:
@@ -47,9 +49,8 @@ class AggregateCache:
             if cached is not None:
                 self._items.move_to_end(aggregate_id)
         if cached is None:
-            try:
-                aggregate: Any = self.app.repository.get(aggregate_id)
-            except AggregateNotFoundError:
+            aggregate: Any = self._load(aggregate_id)
+            if aggregate is None:
                 return None
         elif not fresh:
             return cached.clone()
@@ -59,6 +60,22 @@ class AggregateCache:
                 cast(Any, event).mutate(aggregate)
         self.put(aggregate)
         return aggregate.clone()
+
+    def _load(self, aggregate_id: UUID) -> Any | None:
+        """The aggregate from the log, None if its stream does not exist. A stream shorter than the
+        shortest snapshot interval has no snapshot, so its events alone, read in one query, make
+        it (the repository would look for a snapshot first: two queries, also for a stream that
+        does not exist, as most look-ups of a key's first message are)."""
+        span = self._span
+        events = list(self.app.events.get(aggregate_id, limit=span)) if span else []
+        if events and len(events) < span and events[0].originator_version == 1:
+            return project_aggregate(None, events)
+        if span and not events:
+            return None
+        try:
+            return self.app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
 
     def put(self, aggregate: Any) -> None:
         with self._lock:
