@@ -205,7 +205,7 @@ class InboundCommands:
             return [inbox, *seen, *at_once[:3]]
 
         try:
-            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
+            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too, rk=rk)
         except DuplicateInbound as duplicate:
             self._refusing(rk, kind, duplicate, actor, cause)
             return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
@@ -218,23 +218,24 @@ class InboundCommands:
             turn = StartedTurn(token, rk.key, inbox_id(rk.route_id), item, item_cause, seq, routed)
             outcome: TurnOutcome | None = self.run_started(turn, responder, sender)
         else:
-            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
+            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed, rk=rk)
         while outcome is not None:
             outcomes.append(outcome)
             # The queue as this process last wrote it (the turn's own finish): a message another
             # process accepted meanwhile is run by that process's own handle_message.
-            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True)
+            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True, rk=rk)
         return outcomes
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
                  timeout: float | None = None, routed: RouteResult | None = None,
-                 cached: bool = False) -> TurnOutcome | None:
+                 cached: bool = False, rk: RoutingKey | None = None) -> TurnOutcome | None:
         """Run the oldest pending item of the source's key as one turn; None when nothing waits.
 
         `routed` is this key's routing decision when the caller has just made it; `cached`: the
-        queue as this process last saw it will do (handle_message after its own turn).
+        queue as this process last saw it will do (handle_message after its own turn); `rk`: the
+        source's routing key, when the caller has it.
         """
-        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached)
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached, rk=rk)
         if turn is None:
             return None
         return self.run_started(turn, responder, sender)
@@ -246,10 +247,11 @@ class InboundCommands:
         return turn.outcome(state, reply_seq)
 
     def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
-                   routed: RouteResult | None = None, cached: bool = False) -> "StartedTurn | None":
+                   routed: RouteResult | None = None, cached: bool = False,
+                   rk: RoutingKey | None = None) -> "StartedTurn | None":
         """A turn's first step: route the key's oldest pending item, take the lease, start the item
         and append its user message (one transaction). The asyncio API runs the agent after it."""
-        rk = self.routing.routing_key(source)
+        rk = rk or self.routing.routing_key(source)
         # Just routed here: this process saved the inbox with the accept, so its cached copy is
         # current unless another writer moved it, which start_turn's save then refuses (a retry reads afresh).
         inbox = self.inbox(rk, fresh=routed is None and not cached)

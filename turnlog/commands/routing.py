@@ -81,12 +81,14 @@ class RoutingCommands:
 
     def get_or_create_session(self, source: SessionSource, *, force_new: bool = False,
                               touch_activity: bool = True, actor: str | None = None,
-                              cause: str | None = None, also: Also | None = None) -> RouteResult:
+                              cause: str | None = None, also: Also | None = None,
+                              rk: RoutingKey | None = None) -> RouteResult:
         """`also(session_id, new_session)` builds, afresh for each try, other events to commit with the routing decision;
-        such a call does its own decision instead of sharing another thread's."""
+        such a call does its own decision instead of sharing another thread's. `rk`: the source's
+        routing key, when the caller has resolved it already."""
         if not isinstance(source, SessionSource):
             raise InvalidRequest(f"source must be a SessionSource, got {type(source).__name__}")
-        rk = self.routing_key(source)
+        rk = rk or self.routing_key(source)
         actor = actor or actor_of(source)
         cause = cause or cause_of(source, "route")
         def decide() -> RouteResult:
