@@ -111,3 +111,46 @@ def test_a_turn_that_waited_for_the_lease_reserves_its_seq_with_the_acquisition(
     assert (outcome.user_seq, outcome.reply_seq) == (4, 5)
     assert ["TurnLease.Acquired", "Inbox.Started", "MessageAppended"] in spied.batches, spied.batches
     assert [m["seq"] for m in t.transcript(session_id)] == [1, 2, 3, 4, 5]
+
+
+class Reads:
+    """How many times the store's recorder is asked for a stream's events."""
+
+    def __init__(self, engine):
+        self.count = 0
+        recorder = engine.app.recorder
+        select = recorder.select_events
+
+        def spy(*args, **kwargs):
+            self.count += 1
+            return select(*args, **kwargs)
+
+        recorder.select_events = spy
+
+
+def test_the_reads_of_a_first_and_a_later_turn(t):
+    """A key's first turn looks up its route and inbox (one query each: neither exists yet, and no
+    snapshot is looked for); the new session's lease is not looked up. Every turn reads its
+    session afresh as it finishes, so that an interruption marked meanwhile is cleared."""
+    reads = []
+    for n in range(3):
+        spied = Reads(t)
+        source = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id=f"m{n}")
+        t.handle_message(source, f"hello {n}", reply, lambda text: None)
+        reads.append(spied.count)
+    assert reads == [3, 1, 1]
+
+
+def test_many_keys_keep_their_streams_cached_without_their_finished_deliveries(t):
+    """A turn's delivery and its message id's first sighting never change once the turn is done, so
+    they do not take the cache's room: after many keys' turns a key's next turn reads only its session."""
+    t.ctx.cache.size = 4 * 20 + 10  # room for 20 keys' route, session, inbox and lease, not for 2 more a turn
+    sources = [SessionSource(platform="telegram", chat_id=str(k), user_id=str(k)) for k in range(20)]
+    for n in range(3):
+        for k, source in enumerate(sources):
+            source.message_id = f"m{n}-{k}"
+            t.handle_message(source, "hi", reply, lambda text: None)
+    spied = Reads(t)
+    sources[0].message_id = "last"
+    t.handle_message(sources[0], "hi", reply, lambda text: None)
+    assert spied.count == 1
