@@ -1,8 +1,9 @@
 """Turn commands: the cross-process turn lease and fenced transcript writes (spec §5, §10).
 
-A token is handed to the holder; every write under it is saved with a renewal of the lease, so
-a write under a lease that was taken over, revoked (/new, /stop) or moved (compression) is
-refused by optimistic concurrency and leaves no event.
+A token is handed to the holder; every write under it is saved with a renewal of the lease (a
+turn's first message with the acquisition itself, which reserves its seq), so a write under a
+lease that was taken over, revoked (/new, /stop) or moved (compression) is refused by optimistic
+concurrency and leaves no event.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """TurnLease: who may write a session's transcript right now (spec §5, seed 000 §3).
 
 One lease per session_id, shared by every process on the log. Each acquisition gets the next
-epoch. Every transcript write is saved together with a renewal of the lease, so optimistic
-concurrency fences it: a writer whose lease was taken over, revoked or moved loses the race and
+epoch. Every transcript write is saved together with a renewal of the lease (a turn's first
+message with the acquisition, which reserves its seq), so optimistic concurrency fences it: a writer whose lease was taken over, revoked or moved loses the race and
 its write leaves no event. A holder that dies stops renewing; after `expires_at` another owner may
 take the lease over. An acquisition is the durable "turn started" marker: a message still
 waiting for the lease is not an active turn.
