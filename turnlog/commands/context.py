@@ -38,16 +38,18 @@ class AggregateCache:
     def __init__(self, app: TurnlogApplication, size: int = CACHE_SIZE) -> None:
         self.app = app
         self.size = size
-        self._items: OrderedDict[UUID, Any] = OrderedDict()
+        # Keyed by the id's int: a UUID's own hash is Python code, run a few dozen times a turn.
+        self._items: OrderedDict[int, Any] = OrderedDict()
         self._lock = threading.Lock()
         intervals = getattr(app, "snapshotting_intervals", None) or {}
         self._span = min(intervals.values()) if app.snapshots is not None and intervals else 0
 
     def get(self, aggregate_id: UUID, fresh: bool = False) -> Any | None:
+        key = _key(aggregate_id)
         with self._lock:
-            cached = self._items.get(aggregate_id)
+            cached = self._items.get(key)
             if cached is not None:
-                self._items.move_to_end(aggregate_id)
+                self._items.move_to_end(key)
         if cached is None:
             aggregate: Any = self._load(aggregate_id)
             if aggregate is None:
@@ -78,17 +80,24 @@ class AggregateCache:
             return None
 
     def put(self, aggregate: Any) -> None:
+        key = aggregate.id.int
         with self._lock:
-            current = self._items.get(aggregate.id)
-            if current is None or current.version <= aggregate.version:
-                self._items[aggregate.id] = aggregate
-                self._items.move_to_end(aggregate.id)
+            current = self._items.get(key)
+            if current is None:
+                self._items[key] = aggregate  # new keys go last
+            elif current.version <= aggregate.version:
+                self._items[key] = aggregate
+                self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
     def forget(self, aggregate_id: UUID) -> None:
         with self._lock:
-            self._items.pop(aggregate_id, None)
+            self._items.pop(_key(aggregate_id), None)
+
+
+def _key(aggregate_id: Any) -> int:
+    return aggregate_id.int if type(aggregate_id) is UUID else UUID(str(aggregate_id)).int
 
 
 def session_aggregate_id(session_id: str) -> UUID:
