@@ -259,29 +259,55 @@ class InboundCommands:
         if not pending:
             return None
         head = pending[0]
+        started: dict[str, Any] = {}
+
+        def start_turn_on(session_id: str) -> Callable[[TurnLease, LeaseToken], Iterable[Any]]:
+            def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
+                # Chosen only now that the lease is ours: another worker may have taken the head meanwhile.
+                fresh = self.inbox(rk, fresh=False)
+                waiting = fresh.pending() if fresh is not None else []
+                if not waiting:
+                    raise _NothingPending
+                assert fresh is not None  # it has items waiting
+                item = waiting[0]
+                seq, message, cause = self._start_item(lease, token, fresh, item, source, session_id)
+                started.update(item=item, seq=seq, inbox=fresh, cause=cause)
+                return [fresh, message]
+            return start_turn
+
+        cause = f"inbound:{head.item_id}"
         if routed is None:
             head_source = SessionSource.from_dict(head.source) if head.source else source
             actor, _ = self._who(head_source, head.kind)
-            routed = self.routing.get_or_create_session(head_source, actor=actor, cause=f"inbound:{head.item_id}")
-        session_id = routed.session_id
-        started: dict[str, Any] = {}
+            at_once: list[Any] = []
 
-        def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
-            # Chosen only now that the lease is ours: another worker may have taken the head meanwhile.
-            fresh = self.inbox(rk, fresh=False)
-            waiting = fresh.pending() if fresh is not None else []
-            if not waiting:
-                raise _NothingPending
-            assert fresh is not None  # it has items waiting
-            item = waiting[0]
-            seq, message, cause = self._start_item(lease, token, fresh, item, source, session_id)
-            started.update(item=item, seq=seq, inbox=fresh, cause=cause)
-            return [fresh, message]
-
+            def start_too(session_id: str, new_session: bool) -> list[Any]:
+                # The lease is free: the turn starts in the routing decision's own transaction.
+                def acquiring(fresh: bool) -> tuple[TurnLease, LeaseToken]:
+                    return self.turns.acquiring(session_id, rk.key, generation=generation, actor=self.turns.owner,
+                                                cause=cause, reserve_seq=True, new_session=new_session, fresh=fresh)
+                try:
+                    lease, token = acquiring(False)
+                except LeaseHeld:  # as this process last saw it: look at the log before waiting
+                    lease, token = acquiring(True)
+                events = list(start_turn_on(session_id)(lease, token))
+                at_once[:] = [lease, token]
+                return [lease, *events]
+            try:
+                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause, also=start_too)
+            except LeaseHeld:  # nothing was saved: route on its own, then wait for the lease
+                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause)
+            except _NothingPending:
+                return None
+            else:
+                lease, token = at_once
+                self.turns.adopt(token, lease)
+                return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"],
+                                   started["seq"], routed)
         try:
-            token = self.turns.acquire(session_id, rk.key, generation=generation, timeout=timeout,
-                                       actor=self.turns.owner, cause=f"inbound:{head.item_id}",
-                                       before_save=start_turn, reserve_seq=True)
+            token = self.turns.acquire(routed.session_id, rk.key, generation=generation, timeout=timeout,
+                                       actor=self.turns.owner, cause=cause,
+                                       before_save=start_turn_on(routed.session_id), reserve_seq=True)
         except _NothingPending:
             return None
         return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"], started["seq"],
