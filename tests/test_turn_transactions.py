@@ -48,6 +48,8 @@ def test_a_turn_on_an_idle_key_is_three_transactions_the_first_starting_it(t, tu
     for name in ("Inbox.Accepted", "TurnLease.Acquired", "Inbox.Started", "MessageAppended"):
         assert name in first, (name, first)
     assert first.index("Inbox.Accepted") < first.index("TurnLease.Acquired") < first.index("Inbox.Started")
+    # the acquisition reserves the user message's seq: no renewal beside it
+    assert "TurnLease.Renewed" not in first, first
     assert spied.batches[1] == ["TurnLease.Renewed", "MessageAppended", "Delivery.Created", "Delivery.Attempting"]
     assert spied.batches[2] == ["Delivery.Delivered", "TurnLease.Released", "Inbox.Completed"]
 
@@ -67,3 +69,90 @@ def test_on_a_busy_key_the_message_is_durable_before_the_wait_for_the_lease(t, o
     sent = []
     outcome = t.run_next(ALICE, reply, sent.append)
     assert outcome is not None and sent == ["re: while busy"]
+
+
+# Every event a turn writes, transaction by transaction (issue 14: fewer events a turn, each one
+# still meaning something). A new event kind on the turn path must be added here on purpose.
+FIRST_TURN = [
+    ["Session.Created", "Route.Created", "Route.Bound", "Inbox.Created", "Inbox.Accepted", "MessageSeen.Created",
+     "TurnLease.Created", "TurnLease.Acquired", "Inbox.Started", "MessageAppended"],
+    ["TurnLease.Renewed", "MessageAppended", "Delivery.Created", "Delivery.Attempting"],
+    ["Delivery.Delivered", "TurnLease.Released", "Inbox.Completed"],
+]
+LATER_TURN = [
+    ["Session.ActivityTouched", "Inbox.Accepted", "MessageSeen.Created", "TurnLease.Acquired", "Inbox.Started",
+     "MessageAppended"],
+    FIRST_TURN[1],
+    FIRST_TURN[2],
+]
+
+
+def test_the_events_of_a_first_and_a_later_turn(t):
+    for n, expected in enumerate([FIRST_TURN, LATER_TURN, LATER_TURN]):
+        spied = Transactions(t)
+        source = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id=f"m{n}")
+        outcome, = t.handle_message(source, f"hello {n}", reply, lambda text: None)
+        assert spied.batches == expected, (n, spied.batches)
+        # the user message took the seq its lease's acquisition reserved; the reply the next one
+        assert (outcome.user_seq, outcome.reply_seq) == (2 * n + 1, 2 * n + 2)
+    assert len(t.history(source)) == sum(map(len, FIRST_TURN)) + 2 * sum(map(len, LATER_TURN))
+
+
+def test_a_turn_that_waited_for_the_lease_reserves_its_seq_with_the_acquisition(t, other):
+    session_id = t.handle_message(ALICE, "first", reply, lambda text: None)[0].session_id  # seqs 1, 2
+    token = other.acquire_lease(session_id, "elsewhere")  # a bare acquisition reserves nothing
+    assert other.append_message(token, "user", "from elsewhere").seq == 3  # fenced by a renewal
+    with pytest.raises(LeaseTimeout):
+        t.handle_message(ALICE, "while busy", reply, lambda text: None, timeout=0)
+    other.release_lease(token)
+
+    spied = Transactions(t)
+    outcome = t.run_next(ALICE, reply, lambda text: None)
+    assert (outcome.user_seq, outcome.reply_seq) == (4, 5)
+    # routed, leased and started in one transaction, as on an idle key
+    assert spied.batches == [["Session.ActivityTouched", "TurnLease.Acquired", "Inbox.Started", "MessageAppended"],
+                             FIRST_TURN[1], FIRST_TURN[2]], spied.batches
+    assert [m["seq"] for m in t.transcript(session_id)] == [1, 2, 3, 4, 5]
+
+
+class Reads:
+    """How many times the store's recorder is asked for a stream's events."""
+
+    def __init__(self, engine):
+        self.count = 0
+        recorder = engine.app.recorder
+        select = recorder.select_events
+
+        def spy(*args, **kwargs):
+            self.count += 1
+            return select(*args, **kwargs)
+
+        recorder.select_events = spy
+
+
+def test_the_reads_of_a_first_and_a_later_turn(t):
+    """A key's first turn looks up its route and inbox (one query each: neither exists yet, and no
+    snapshot is looked for); the new session's lease is not looked up. Every turn reads its
+    session afresh as it finishes, so that an interruption marked meanwhile is cleared."""
+    reads = []
+    for n in range(3):
+        spied = Reads(t)
+        source = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id=f"m{n}")
+        t.handle_message(source, f"hello {n}", reply, lambda text: None)
+        reads.append(spied.count)
+    assert reads == [3, 1, 1]
+
+
+def test_many_keys_keep_their_streams_cached_without_their_finished_deliveries(t):
+    """A turn's delivery and its message id's first sighting never change once the turn is done, so
+    they do not take the cache's room: after many keys' turns a key's next turn reads only its session."""
+    t.ctx.cache.size = 4 * 20 + 10  # room for 20 keys' route, session, inbox and lease, not for 2 more a turn
+    sources = [SessionSource(platform="telegram", chat_id=str(k), user_id=str(k)) for k in range(20)]
+    for n in range(3):
+        for k, source in enumerate(sources):
+            source.message_id = f"m{n}-{k}"
+            t.handle_message(source, "hi", reply, lambda text: None)
+    spied = Reads(t)
+    sources[0].message_id = "last"
+    t.handle_message(sources[0], "hi", reply, lambda text: None)
+    assert spied.count == 1

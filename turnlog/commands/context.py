@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.application import AggregateNotFoundError, project_aggregate
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
@@ -38,18 +38,21 @@ class AggregateCache:
     def __init__(self, app: TurnlogApplication, size: int = CACHE_SIZE) -> None:
         self.app = app
         self.size = size
-        self._items: OrderedDict[UUID, Any] = OrderedDict()
+        # Keyed by the id's int: a UUID's own hash is Python code, run a few dozen times a turn.
+        self._items: OrderedDict[int, Any] = OrderedDict()
         self._lock = threading.Lock()
+        intervals = getattr(app, "snapshotting_intervals", None) or {}
+        self._span = min(intervals.values()) if app.snapshots is not None and intervals else 0
 
     def get(self, aggregate_id: UUID, fresh: bool = False) -> Any | None:
+        key = _key(aggregate_id)
         with self._lock:
-            cached = self._items.get(aggregate_id)
+            cached = self._items.get(key)
             if cached is not None:
-                self._items.move_to_end(aggregate_id)
+                self._items.move_to_end(key)
         if cached is None:
-            try:
-                aggregate: Any = self.app.repository.get(aggregate_id)
-            except AggregateNotFoundError:
+            aggregate: Any = self._load(aggregate_id)
+            if aggregate is None:
                 return None
         elif not fresh:
             return cached.clone()
@@ -60,18 +63,41 @@ class AggregateCache:
         self.put(aggregate)
         return aggregate.clone()
 
+    def _load(self, aggregate_id: UUID) -> Any | None:
+        """The aggregate from the log, None if its stream does not exist. A stream shorter than the
+        shortest snapshot interval has no snapshot, so its events alone, read in one query, make
+        it (the repository would look for a snapshot first: two queries, also for a stream that
+        does not exist, as most look-ups of a key's first message are)."""
+        span = self._span
+        events = list(self.app.events.get(aggregate_id, limit=span)) if span else []
+        if events and len(events) < span and events[0].originator_version == 1:
+            return project_aggregate(None, events)
+        if span and not events:
+            return None
+        try:
+            return self.app.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
     def put(self, aggregate: Any) -> None:
+        key = aggregate.id.int
         with self._lock:
-            current = self._items.get(aggregate.id)
-            if current is None or current.version <= aggregate.version:
-                self._items[aggregate.id] = aggregate
-                self._items.move_to_end(aggregate.id)
+            current = self._items.get(key)
+            if current is None:
+                self._items[key] = aggregate  # new keys go last
+            elif current.version <= aggregate.version:
+                self._items[key] = aggregate
+                self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
     def forget(self, aggregate_id: UUID) -> None:
         with self._lock:
-            self._items.pop(aggregate_id, None)
+            self._items.pop(_key(aggregate_id), None)
+
+
+def _key(aggregate_id: Any) -> int:
+    return aggregate_id.int if type(aggregate_id) is UUID else UUID(str(aggregate_id)).int
 
 
 def session_aggregate_id(session_id: str) -> UUID:
@@ -110,7 +136,13 @@ class CommandContext:
             raise
         for item in items:
             if isinstance(item, TurnlogAggregate):
-                self.cache.put(item.clone())
+                if item.settled:
+                    # Two of these a turn (its delivery, its message id's first sighting) would
+                    # push the keys' routes, sessions, inboxes and leases out of the cache; a
+                    # rare later read of one finds it in the log.
+                    self.cache.forget(item.id)
+                else:
+                    self.cache.put(item.clone())
         return recordings[-1].notification.id if recordings else 0
 
     def retrying(self, attempt: Callable[[], T], what: str) -> T:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
-from ..clock import lease_time
 from ..domain.dedup import COMMAND, DuplicateInbound
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import LeaseHeld, TurnLease
@@ -199,14 +198,14 @@ class InboundCommands:
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
         at_once: list[Any] = []
 
-        def accept_too(session_id: str) -> list[Any]:
+        def accept_too(session_id: str, new_session: bool) -> list[Any]:
             inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
-            at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source)
+            at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source, new_session)
             return [inbox, *seen, *at_once[:3]]
 
         try:
-            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too)
+            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too, rk=rk)
         except DuplicateInbound as duplicate:
             self._refusing(rk, kind, duplicate, actor, cause)
             return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
@@ -219,23 +218,24 @@ class InboundCommands:
             turn = StartedTurn(token, rk.key, inbox_id(rk.route_id), item, item_cause, seq, routed)
             outcome: TurnOutcome | None = self.run_started(turn, responder, sender)
         else:
-            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed)
+            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed, rk=rk)
         while outcome is not None:
             outcomes.append(outcome)
             # The queue as this process last wrote it (the turn's own finish): a message another
             # process accepted meanwhile is run by that process's own handle_message.
-            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True)
+            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True, rk=rk)
         return outcomes
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
                  timeout: float | None = None, routed: RouteResult | None = None,
-                 cached: bool = False) -> TurnOutcome | None:
+                 cached: bool = False, rk: RoutingKey | None = None) -> TurnOutcome | None:
         """Run the oldest pending item of the source's key as one turn; None when nothing waits.
 
         `routed` is this key's routing decision when the caller has just made it; `cached`: the
-        queue as this process last saw it will do (handle_message after its own turn).
+        queue as this process last saw it will do (handle_message after its own turn); `rk`: the
+        source's routing key, when the caller has it.
         """
-        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached)
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached, rk=rk)
         if turn is None:
             return None
         return self.run_started(turn, responder, sender)
@@ -247,10 +247,11 @@ class InboundCommands:
         return turn.outcome(state, reply_seq)
 
     def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
-                   routed: RouteResult | None = None, cached: bool = False) -> "StartedTurn | None":
+                   routed: RouteResult | None = None, cached: bool = False,
+                   rk: RoutingKey | None = None) -> "StartedTurn | None":
         """A turn's first step: route the key's oldest pending item, take the lease, start the item
         and append its user message (one transaction). The asyncio API runs the agent after it."""
-        rk = self.routing.routing_key(source)
+        rk = rk or self.routing.routing_key(source)
         # Just routed here: this process saved the inbox with the accept, so its cached copy is
         # current unless another writer moved it, which start_turn's save then refuses (a retry reads afresh).
         inbox = self.inbox(rk, fresh=routed is None and not cached)
@@ -258,29 +259,55 @@ class InboundCommands:
         if not pending:
             return None
         head = pending[0]
+        started: dict[str, Any] = {}
+
+        def start_turn_on(session_id: str) -> Callable[[TurnLease, LeaseToken], Iterable[Any]]:
+            def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
+                # Chosen only now that the lease is ours: another worker may have taken the head meanwhile.
+                fresh = self.inbox(rk, fresh=False)
+                waiting = fresh.pending() if fresh is not None else []
+                if not waiting:
+                    raise _NothingPending
+                assert fresh is not None  # it has items waiting
+                item = waiting[0]
+                seq, message, cause = self._start_item(lease, token, fresh, item, source, session_id)
+                started.update(item=item, seq=seq, inbox=fresh, cause=cause)
+                return [fresh, message]
+            return start_turn
+
+        cause = f"inbound:{head.item_id}"
         if routed is None:
             head_source = SessionSource.from_dict(head.source) if head.source else source
             actor, _ = self._who(head_source, head.kind)
-            routed = self.routing.get_or_create_session(head_source, actor=actor, cause=f"inbound:{head.item_id}")
-        session_id = routed.session_id
-        started: dict[str, Any] = {}
+            at_once: list[Any] = []
 
-        def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
-            # Chosen only now that the lease is ours: another worker may have taken the head meanwhile.
-            fresh = self.inbox(rk, fresh=False)
-            waiting = fresh.pending() if fresh is not None else []
-            if not waiting:
-                raise _NothingPending
-            assert fresh is not None  # it has items waiting
-            item = waiting[0]
-            seq, message, cause = self._start_item(lease, token, fresh, item, source, session_id)
-            started.update(item=item, seq=seq, inbox=fresh, cause=cause)
-            return [fresh, message]
-
+            def start_too(session_id: str, new_session: bool) -> list[Any]:
+                # The lease is free: the turn starts in the routing decision's own transaction.
+                def acquiring(fresh: bool) -> tuple[TurnLease, LeaseToken]:
+                    return self.turns.acquiring(session_id, rk.key, generation=generation, actor=self.turns.owner,
+                                                cause=cause, reserve_seq=True, new_session=new_session, fresh=fresh)
+                try:
+                    lease, token = acquiring(False)
+                except LeaseHeld:  # as this process last saw it: look at the log before waiting
+                    lease, token = acquiring(True)
+                events = list(start_turn_on(session_id)(lease, token))
+                at_once[:] = [lease, token]
+                return [lease, *events]
+            try:
+                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause, also=start_too)
+            except LeaseHeld:  # nothing was saved: route on its own, then wait for the lease
+                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause)
+            except _NothingPending:
+                return None
+            else:
+                lease, token = at_once
+                self.turns.adopt(token, lease)
+                return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"],
+                                   started["seq"], routed)
         try:
-            token = self.turns.acquire(session_id, rk.key, generation=generation, timeout=timeout,
-                                       actor=self.turns.owner, cause=f"inbound:{head.item_id}",
-                                       before_save=start_turn)
+            token = self.turns.acquire(routed.session_id, rk.key, generation=generation, timeout=timeout,
+                                       actor=self.turns.owner, cause=cause,
+                                       before_save=start_turn_on(routed.session_id), reserve_seq=True)
         except _NothingPending:
             return None
         return StartedTurn(token, rk.key, inbox_id(rk.route_id), started["item"], started["cause"], started["seq"],
@@ -288,21 +315,19 @@ class InboundCommands:
 
     def _start_item(self, lease: TurnLease, token: LeaseToken, inbox: Inbox, item: InboxItem,
                     source: SessionSource, session_id: str) -> tuple[int, MessageAppended, str]:
-        """Start `item` under the pending lease: the inbox marks it started, the lease's renewal
-        reserves the user message's seq. Returns that seq, the message event and the cause."""
+        """Start `item` under the pending lease, whose acquisition reserved the user message's seq
+        (reserve_seq): the inbox marks it started. Returns that seq, the message event and the cause."""
         actor, _ = self._who(item.source or source, item.kind)
         cause = f"inbound:{item.item_id}"
-        now = self.ctx.clock.now()
-        inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=now, actor=actor, cause=cause)
-        seq = lease.last_seq + 1
+        inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,
+                    cause=cause)
+        seq = lease.last_seq
         message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
                                            platform_message_id=item.message_ids[-1])
-        lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s, last_seq=seq, at=now, actor=actor,
-                    cause=cause, lease_now=lease_time(self.ctx.clock))
         return seq, message, cause
 
     def _start_at_once(self, rk: RoutingKey, inbox: Inbox, item_id: str, session_id: str,
-                       source: SessionSource) -> list[Any]:
+                       source: SessionSource, new_session: bool) -> list[Any]:
         """When the key is idle (this message alone waits, no turn in flight, the lease free), its
         turn starts in the accept's own transaction: [lease, the inbox with the item started, user
         message, the started turn]. The start is recorded on a copy of the inbox, so that it follows
@@ -314,7 +339,8 @@ class InboundCommands:
         if len(pending) != 1 or pending[0].item_id != item_id or inbox.in_flight():
             return []
         try:
-            lease, token = self.turns.acquiring(session_id, rk.key, actor=self.turns.owner, cause=f"inbound:{item_id}")
+            lease, token = self.turns.acquiring(session_id, rk.key, actor=self.turns.owner, cause=f"inbound:{item_id}",
+                                                reserve_seq=True, new_session=new_session)
         except LeaseHeld:
             return []
         item = pending[0]
@@ -464,17 +490,14 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
         session = inbound.ctx.session(session_id, fresh=True)
         if session is None or not session.resume_pending or session.suspended or session.ended:
             raise _NothingPending
-        seq = lease.last_seq + 1
+        seq = lease.last_seq  # reserved by the acquisition
         message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
-        lease.renew(epoch=token.epoch, ttl_s=inbound.ctx.config.lease_ttl_s, last_seq=seq,
-                    at=inbound.ctx.clock.now(), actor="system:recovery", cause=cause,
-                    lease_now=lease_time(inbound.ctx.clock))
         started["seq"] = seq
         return [message]
 
     try:
         token = turns.acquire(session_id, session_key, timeout=timeout, actor="system:recovery", cause=cause,
-                              before_save=start_turn)
+                              before_save=start_turn, reserve_seq=True)
     except _NothingPending:
         return None
     if in_flight is not None:

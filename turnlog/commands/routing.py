@@ -21,10 +21,10 @@ from ..errors import InvalidRequest, NotFound, SessionOwnedElsewhere
 from .context import CommandContext, session_aggregate_id
 from .singleflight import SingleFlight
 
-Also = Callable[[str], Iterable[Any]]  # given the session the message routes to
+Also = Callable[[str, bool], Iterable[Any]]  # given the session the message routes to, and whether it is new
 
 
-def _nothing(session_id: str) -> Iterable[Any]:
+def _nothing(session_id: str, new_session: bool) -> Iterable[Any]:
     return ()
 
 
@@ -81,12 +81,14 @@ class RoutingCommands:
 
     def get_or_create_session(self, source: SessionSource, *, force_new: bool = False,
                               touch_activity: bool = True, actor: str | None = None,
-                              cause: str | None = None, also: Also | None = None) -> RouteResult:
-        """`also(session_id)` builds, afresh for each try, other events to commit with the routing decision;
-        such a call does its own decision instead of sharing another thread's."""
+                              cause: str | None = None, also: Also | None = None,
+                              rk: RoutingKey | None = None) -> RouteResult:
+        """`also(session_id, new_session)` builds, afresh for each try, other events to commit with the routing decision;
+        such a call does its own decision instead of sharing another thread's. `rk`: the source's
+        routing key, when the caller has resolved it already."""
         if not isinstance(source, SessionSource):
             raise InvalidRequest(f"source must be a SessionSource, got {type(source).__name__}")
-        rk = self.routing_key(source)
+        rk = rk or self.routing_key(source)
         actor = actor or actor_of(source)
         cause = cause or cause_of(source, "route")
         def decide() -> RouteResult:
@@ -127,7 +129,7 @@ class RoutingCommands:
             )
             end_reason = reason
             if reason is None:
-                extra = list(also(current.session_id))
+                extra = list(also(current.session_id, False))
                 if not touch_activity and origin == route.origin:
                     position = ctx.save(*extra) if extra else 0
                     return self._result(rk, current.session_id, False, None, None, position)
@@ -167,7 +169,7 @@ class RoutingCommands:
         legacy.detach(reason=SLACK_SCOPE_MIGRATION, at=now, actor=actor, cause=cause)
         route.bind(session.session_id, reason=SLACK_SCOPE_MIGRATION, at=now, actor=actor, cause=cause)
         session.touch(rk.key, at=now, actor=actor, cause=cause)
-        position = self.ctx.save(legacy, route, session, *also(session.session_id))
+        position = self.ctx.save(legacy, route, session, *also(session.session_id, False))
         return self._result(rk, session.session_id, False, SLACK_SCOPE_MIGRATION, None, position)
 
     def _background(self, session_key: str, session_id: str):  # type: ignore[no-untyped-def]
@@ -176,7 +178,7 @@ class RoutingCommands:
 
     def _new_session(self, route: Route, rk: RoutingKey, origin: dict[str, Any], reason: str,
                      previous: Session | None, now: datetime, actor: str, cause: str,
-                     also: Also = lambda session_id: ()) -> RouteResult:
+                     also: Also = _nothing) -> RouteResult:
         session_id = self.ctx.new_session_id(now)
         session = Session.new(
             Session.Created, id=session_aggregate_id(session_id), at=now, actor=actor, cause=cause,
@@ -186,7 +188,7 @@ class RoutingCommands:
         )
         route.note_origin(origin, at=now, actor=actor, cause=cause)
         route.bind(session_id, reason=reason, at=now, actor=actor, cause=cause)
-        position = self.ctx.save(*([previous] if previous is not None else []), session, route, *also(session_id))
+        position = self.ctx.save(*([previous] if previous is not None else []), session, route, *also(session_id, True))
         return self._result(rk, session_id, True, reason, previous.session_id if previous else None, position)
 
     @staticmethod

@@ -1,8 +1,9 @@
 """Turn commands: the cross-process turn lease and fenced transcript writes (spec §5, §10).
 
-A token is handed to the holder; every write under it is saved with a renewal of the lease, so
-a write under a lease that was taken over, revoked (/new, /stop) or moved (compression) is
-refused by optimistic concurrency and leaves no event.
+A token is handed to the holder; every write under it is saved with a renewal of the lease (a
+turn's first message with the acquisition itself, which reserves its seq), so a write under a
+lease that was taken over, revoked (/new, /stop) or moved (compression) is refused by optimistic
+concurrency and leaves no event.
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ class TurnCommands:
 
     def acquire(self, session_id: str, owner_key: str, *, generation: int = 0, timeout: float | None = None,
                 turn_id: str | None = None, actor: str | None = None, cause: str = "turn",
-                before_save: Callable[[TurnLease, LeaseToken], Iterable[Any]] | None = None) -> LeaseToken:
+                before_save: Callable[[TurnLease, LeaseToken], Iterable[Any]] | None = None,
+                reserve_seq: bool = False) -> LeaseToken:
         """Wait up to `timeout` seconds (default: the configured lease timeout) for the lease.
 
         `before_save(lease, token)` may add events of other aggregates or streams to the same
-        transaction (returning them), so that what starts the turn is atomic with owning it.
+        transaction (returning them), so that what starts the turn is atomic with owning it;
+        with `reserve_seq` the acquisition reserves `lease.last_seq` for its first message.
         """
         if not session_id or not isinstance(session_id, str):
             raise InvalidRequest("acquire needs a session_id")
@@ -82,7 +85,7 @@ class TurnCommands:
         while True:
             try:
                 lease, token = self.acquiring(session_id, owner_key, generation=generation, turn_id=turn_id,
-                                              actor=actor, cause=cause, fresh=fresh)
+                                              actor=actor, cause=cause, fresh=fresh, reserve_seq=reserve_seq)
                 extra = list(before_save(lease, token)) if before_save is not None else []
                 self.ctx.save(lease, *extra)
                 with self._lock:
@@ -100,20 +103,23 @@ class TurnCommands:
                 pause = min(pause * 2, POLL_MAX_S)
 
     def acquiring(self, session_id: str, owner_key: str, *, generation: int = 0, turn_id: str | None = None,
-                  actor: str | None = None, cause: str = "turn", fresh: bool = False) -> tuple[TurnLease, LeaseToken]:
+                  actor: str | None = None, cause: str = "turn", fresh: bool = False, reserve_seq: bool = False,
+                  new_session: bool = False) -> tuple[TurnLease, LeaseToken]:
         """The lease with its acquisition pending, and the token it will give once saved (raises
         LeaseHeld). The save is the claim: another taker's newer events make it conflict. A caller
-        that saves it itself registers the token with `adopt` after the save."""
+        that saves it itself registers the token with `adopt` after the save.
+        `new_session`: the session is being created in the same transaction, so its lease cannot
+        exist yet and is not looked up (were it there, the save would conflict)."""
         now = self.ctx.clock.now()
         actor = actor or self.owner
-        lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh)
+        lease: TurnLease | None = None if new_session else self.ctx.get(lease_id(session_id), fresh)
         if lease is None:
             lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), at=now, actor=actor, cause=cause,
                                     session_id=session_id)
         turn_id = turn_id or uuid.uuid4().hex
         epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
                               ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause,
-                              lease_now=lease_time(self.ctx.clock))
+                              lease_now=lease_time(self.ctx.clock), reserve_seq=reserve_seq)
         assert lease.expires_at is not None  # just acquired
         return lease, LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
 

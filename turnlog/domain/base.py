@@ -50,6 +50,11 @@ class TurnlogAggregate(Aggregate):
         other._pending_events = []
         return other
 
+    @property
+    def settled(self) -> bool:
+        """True once no command changes it any more (a finished delivery, a first sighting)."""
+        return False
+
     def record(self, event_class: type, *, at: datetime, **fields: Any) -> None:
         self.trigger_event(event_class, timestamp=at, **fields)
 

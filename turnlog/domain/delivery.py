@@ -122,6 +122,10 @@ class Delivery(TurnlogAggregate):
     def finished(self) -> bool:
         return self.state in ("delivered", "abandoned")
 
+    @property
+    def settled(self) -> bool:
+        return self.finished
+
     def attempt(self, owner: str, *, at: datetime, actor: str, cause: str) -> int:
         if self.finished:
             raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is already {self.state}")

@@ -1,8 +1,8 @@
 """TurnLease: who may write a session's transcript right now (spec §5, seed 000 §3).
 
 One lease per session_id, shared by every process on the log. Each acquisition gets the next
-epoch. Every transcript write is saved together with a renewal of the lease, so optimistic
-concurrency fences it: a writer whose lease was taken over, revoked or moved loses the race and
+epoch. Every transcript write is saved together with a renewal of the lease (a turn's first
+message with the acquisition, which reserves its seq), so optimistic concurrency fences it: a writer whose lease was taken over, revoked or moved loses the race and
 its write leaves no event. A holder that dies stops renewing; after `expires_at` another owner may
 take the lease over. An acquisition is the durable "turn started" marker: a message still
 waiting for the lease is not an active turn.
@@ -11,7 +11,7 @@ waiting for the lease is not an active turn.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import TurnlogAggregate
 
@@ -59,7 +59,12 @@ class TurnLease(TurnlogAggregate):
             lease.interrupted_in_a_row = 0  # turns cut off by unclean restarts since the last completed one
 
     class Acquired(TurnlogAggregate.Event):
+        """`last_seq` (version 2): the transcript seq the acquisition reserves for the turn's first
+        message, which commits with it (a turn's start needs no renewal beside it); None when the
+        acquisition reserves nothing (a bare acquire, and every version-1 event)."""
+
         TOPIC = "turnlog:LeaseAcquired"
+        class_version = 2
         epoch: int
         owner: str
         owner_key: str
@@ -67,6 +72,11 @@ class TurnLease(TurnlogAggregate):
         turn_id: str
         expires_at: datetime
         taken_over_from: str | None
+        last_seq: int | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["last_seq"] = None
 
         def apply(self, lease: "TurnLease") -> None:
             lease.epoch = self.epoch
@@ -76,6 +86,8 @@ class TurnLease(TurnlogAggregate):
             lease.turn_id = self.turn_id
             lease.expires_at = self.expires_at
             lease.moved_to = None
+            if self.last_seq is not None:
+                lease.last_seq = self.last_seq
 
     class Renewed(TurnlogAggregate.Event):
         TOPIC = "turnlog:LeaseRenewed"
@@ -151,15 +163,19 @@ class TurnLease(TurnlogAggregate):
         return self.owner is not None and self.expires_at is not None and now < self.expires_at
 
     def acquire(self, *, owner: str, owner_key: str, generation: int, turn_id: str, ttl_s: float,
-                at: datetime, actor: str, cause: str, lease_now: datetime | None = None) -> int:
-        """`lease_now`: the time expiry is judged by when it is not the event's `at` (a replay)."""
+                at: datetime, actor: str, cause: str, lease_now: datetime | None = None,
+                reserve_seq: bool = False) -> int:
+        """`lease_now`: the time expiry is judged by when it is not the event's `at` (a replay).
+        `reserve_seq`: the acquisition reserves the next transcript seq (`last_seq` afterwards) for
+        a message saved in the same transaction."""
         basis = lease_now or at
         if self.held_at(basis):
             raise LeaseHeld(self.owner or "", self.owner_key or "", self.expires_at or basis)
         taken_over_from = self.owner  # still set only if the previous holder never released
         self.record(TurnLease.Acquired, at=at, actor=actor, cause=cause, epoch=self.epoch + 1, owner=owner,
                     owner_key=owner_key, generation=generation, turn_id=turn_id,
-                    expires_at=basis + timedelta(seconds=ttl_s), taken_over_from=taken_over_from)
+                    expires_at=basis + timedelta(seconds=ttl_s), taken_over_from=taken_over_from,
+                    last_seq=self.last_seq + 1 if reserve_seq else None)
         return self.epoch
 
     def holds(self, epoch: int, at: datetime) -> bool:

@@ -69,6 +69,7 @@ class LogReader:
         # The transcoder's own tagged-value walk, when it is turnlog's; the top level is done here.
         self._untag = getattr(self.transcoder, "_untag", None)
         self.plans: dict[str, tuple[type | None, tuple[str, ...]]] = {}
+        self._class_versions: dict[str, int] = {}  # a topic's current class_version (when not 1)
         self._ids: dict[str, UUID] = {}
         self._id_texts: dict[str, str] = {}  # the log's id of a stream -> str(its UUID)
         self._class_hints: dict[str, dict[str, Any] | None] = {}
@@ -202,7 +203,7 @@ class LogReader:
     def _stored_fields(self, row: Row) -> tuple[dict[str, Any], type, list[str]] | None:
         """The event's stored fields with its tagged times as their text (and which fields they
         are), its other tagged values decoded, when the fast path applies (turnlog's transcoder,
-        no cipher, no compressor, the class's first version, uuid ids as text); None otherwise."""
+        no cipher, no compressor, the class's current version, uuid ids as text); None otherwise."""
         _, originator_id, version, topic, state = row
         plan = self.plans.get(topic)
         if plan is None:
@@ -212,8 +213,8 @@ class LogReader:
             return None
         state = inflate(state)
         data = orjson.loads(state)
-        if "class_version" in data:
-            return None
+        if data.pop("class_version", 1) != self._class_versions.get(topic, 1):
+            return None  # an older version: the mapper's upcasters decode it
         tags = state.count(b'"_type_"')
         converted = []
         for name in times:
@@ -262,13 +263,14 @@ class LogReader:
 
     def _plan(self, topic: str) -> tuple[type | None, tuple[str, ...]]:
         """How to decode a topic's events: its class and its fields typed as times, or no class
-        (decode with the library's mapper: an encrypted or compressed log, a class with upcasters,
-        a transcoder other than turnlog's)."""
+        (decode with the library's mapper: an encrypted or compressed log, a transcoder other than
+        turnlog's; an event of an older class_version also goes to the mapper, for its upcasters)."""
         if not self.fast or self._untag is None:
             return None, ()
         cls = resolve_topic(topic)
-        if getattr(cls, "class_version", 1) != 1:
-            return None, ()
+        version = getattr(cls, "class_version", 1)
+        if version != 1:
+            self._class_versions[topic] = version  # events stored at this version need no upcasting
         hints = self._hints(topic) or {}  # unresolvable annotations: the walk finds every tagged value anyway
         return cls, tuple(name for name, hint in hints.items()
                           if hint is datetime or datetime in typing.get_args(hint))

@@ -183,7 +183,9 @@ def _lease_ended(row: dict[str, Any], e: dict[str, Any]) -> None:
 _LEASE_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "turnlog:LeaseAcquired": lambda row, e: row.update(
         epoch=e["epoch"], owner=e["owner"], owner_key=e["owner_key"], turn_id=e["turn_id"],
-        acquired_at=e["timestamp"], expires_at=e["expires_at"]),
+        acquired_at=e["timestamp"], expires_at=e["expires_at"],
+        # an acquisition that starts a turn reserves its first message's seq (version 2)
+        **({"last_seq": e["last_seq"]} if e.get("last_seq") is not None else {})),
     "turnlog:LeaseSeeded": lambda row, e: row.update(last_seq=e["last_seq"]),
     "turnlog:LeaseRenewed": lambda row, e: row.update(expires_at=e["expires_at"], last_seq=e["last_seq"]),
     "turnlog:LeaseReleased": _lease_ended,
