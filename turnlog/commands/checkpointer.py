@@ -38,7 +38,7 @@ class WalCheckpointer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.checkpoints = 0
+        self._working = threading.Lock()  # held while the thread touches SQLite
 
     def committed(self) -> None:
         """The writer committed: there are frames to copy (cheap; starts the thread the first time)."""
@@ -47,6 +47,9 @@ class WalCheckpointer:
             with self._lock:
                 if self._thread is None and not self._stopping.is_set():
                     self._thread = threading.Thread(target=self._run, name="turnlog-wal-checkpoint", daemon=True)
+                    # It works only while holding this lock, so a rebuild can fork a helper while it
+                    # holds it still (projections/parallel.py).
+                    self._thread.fork_guard = self._working  # type: ignore[attr-defined]
                     self._thread.start()
 
     def close(self) -> None:
@@ -60,20 +63,24 @@ class WalCheckpointer:
             thread.join()
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self.db_name, uri=True, timeout=self.lock_timeout, isolation_level=None,
-                               check_same_thread=False)
+        conn: sqlite3.Connection | None = None
         try:
             while True:
                 self._committed.wait()
                 if self._stopping.is_set():
                     return
                 self._committed.clear()
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpoints += 1
-                except sqlite3.Error:
-                    pass  # another checkpoint under way, or the file is busy: the next commit tries again
+                with self._working:
+                    try:
+                        if conn is None:
+                            conn = sqlite3.connect(self.db_name, uri=True, timeout=self.lock_timeout,
+                                                   isolation_level=None, check_same_thread=False)
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    except sqlite3.Error:
+                        pass  # another checkpoint under way, or the file is busy: the next commit tries again
                 if self._stopping.wait(self.interval):
                     return
         finally:
-            conn.close()
+            if conn is not None:
+                with self._working:
+                    conn.close()
