@@ -20,6 +20,9 @@ import threading
 # The writer's own checkpoint, only if the background one falls this far behind (40 MB).
 WRITER_AUTOCHECKPOINT_PAGES = 10_000
 INTERVAL_S = 0.1
+# The thread ends after this long without a commit (the next commit starts another), so a store
+# that is never closed does not keep a thread and a connection for the life of the process.
+IDLE_S = 2.0
 
 
 def background_checkpoints() -> bool:
@@ -41,16 +44,15 @@ class WalCheckpointer:
         self._working = threading.Lock()  # held while the thread touches SQLite
 
     def committed(self) -> None:
-        """The writer committed: there are frames to copy (cheap; starts the thread the first time)."""
-        self._committed.set()
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None and not self._stopping.is_set():
-                    self._thread = threading.Thread(target=self._run, name="turnlog-wal-checkpoint", daemon=True)
-                    # It works only while holding this lock, so a rebuild can fork a helper while it
-                    # holds it still (projections/parallel.py).
-                    self._thread.fork_guard = self._working  # type: ignore[attr-defined]
-                    self._thread.start()
+        """The writer committed: there are frames to copy (cheap; starts the thread if none runs)."""
+        with self._lock:
+            self._committed.set()
+            if self._thread is None and not self._stopping.is_set():
+                self._thread = threading.Thread(target=self._run, name="turnlog-wal-checkpoint", daemon=True)
+                # It works only while holding this lock, so a rebuild can fork a helper while it
+                # holds it still (projections/parallel.py).
+                self._thread.fork_guard = self._working  # type: ignore[attr-defined]
+                self._thread.start()
 
     def close(self) -> None:
         """Stop the thread (a checkpoint under way finishes first); the last connection to close
@@ -66,7 +68,11 @@ class WalCheckpointer:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                self._committed.wait()
+                if not self._committed.wait(IDLE_S):
+                    with self._lock:
+                        if not self._committed.is_set():  # idle: end (a commit now starts another)
+                            self._thread = None
+                            return
                 if self._stopping.is_set():
                     return
                 self._committed.clear()
