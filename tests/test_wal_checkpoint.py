@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog.commands import checkpointer
 
 
 def run_turns(t: Turnlog, first: int, count: int) -> None:
@@ -34,6 +35,7 @@ def open_gateway(db: Path) -> Turnlog:
 
 def test_turns_reach_the_database_file_while_the_gateway_runs(tmp_path: Path) -> None:
     db = tmp_path / "gw.db"
+    others = set(checkpointers())
     t = open_gateway(db)
     try:
         run_turns(t, 0, 1)
@@ -43,10 +45,11 @@ def test_turns_reach_the_database_file_while_the_gateway_runs(tmp_path: Path) ->
         while db.stat().st_size <= size and time.monotonic() < deadline:
             time.sleep(0.05)
         assert db.stat().st_size > size, "no checkpoint copied the new turns into the database file"
-        assert len(checkpointers()) == 1
+        mine = set(checkpointers()) - others
+        assert len(mine) == 1
     finally:
         t.close()
-    assert checkpointers() == []  # closing stops the thread
+    assert not any(th.is_alive() for th in mine)  # closing stops the thread
     assert not os.path.exists(f"{db}-wal") or os.path.getsize(f"{db}-wal") == 0
     c = sqlite3.connect(db)
     try:
@@ -58,15 +61,31 @@ def test_turns_reach_the_database_file_while_the_gateway_runs(tmp_path: Path) ->
 def test_inline_mode_leaves_checkpoints_to_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TURNLOG_WAL_CHECKPOINT", "inline")
     db = tmp_path / "gw.db"
+    others = set(checkpointers())
     with open_gateway(db) as t:
         run_turns(t, 0, 1)
         size = db.stat().st_size
         run_turns(t, 1, 20)
         time.sleep(0.3)
         assert db.stat().st_size == size  # still only in the WAL: far below SQLite's threshold
-        assert checkpointers() == []
+        assert set(checkpointers()) <= others
     with open_gateway(db) as t:
         assert len(t.sessions()) == 3
+
+
+def test_an_idle_store_that_is_never_closed_keeps_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpointer, "IDLE_S", 0.2)
+    others = set(checkpointers())
+    t = open_gateway(tmp_path / "gw.db")
+    run_turns(t, 0, 1)
+    mine = set(checkpointers()) - others
+    assert len(mine) == 1
+    for th in mine:
+        th.join(timeout=10)
+        assert not th.is_alive()
+    run_turns(t, 1, 1)  # the next commit starts another
+    assert len(set(checkpointers()) - others) == 1
+    t.close()
 
 
 def test_an_unknown_checkpoint_mode_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,9 @@ import threading
 # The writer's own checkpoint, only if the background one falls this far behind (40 MB).
 WRITER_AUTOCHECKPOINT_PAGES = 10_000
 INTERVAL_S = 0.1
+# The thread ends after this long without a commit (the next commit starts another), so a store
+# that is never closed does not keep a thread and a connection for the life of the process.
+IDLE_S = 2.0
 
 
 def background_checkpoints() -> bool:
@@ -38,16 +41,18 @@ class WalCheckpointer:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.checkpoints = 0
+        self._working = threading.Lock()  # held while the thread touches SQLite
 
     def committed(self) -> None:
-        """The writer committed: there are frames to copy (cheap; starts the thread the first time)."""
-        self._committed.set()
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None and not self._stopping.is_set():
-                    self._thread = threading.Thread(target=self._run, name="turnlog-wal-checkpoint", daemon=True)
-                    self._thread.start()
+        """The writer committed: there are frames to copy (cheap; starts the thread if none runs)."""
+        with self._lock:
+            self._committed.set()
+            if self._thread is None and not self._stopping.is_set():
+                self._thread = threading.Thread(target=self._run, name="turnlog-wal-checkpoint", daemon=True)
+                # It works only while holding this lock, so a rebuild can fork a helper while it
+                # holds it still (projections/parallel.py).
+                self._thread.fork_guard = self._working  # type: ignore[attr-defined]
+                self._thread.start()
 
     def close(self) -> None:
         """Stop the thread (a checkpoint under way finishes first); the last connection to close
@@ -60,20 +65,28 @@ class WalCheckpointer:
             thread.join()
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self.db_name, uri=True, timeout=self.lock_timeout, isolation_level=None,
-                               check_same_thread=False)
+        conn: sqlite3.Connection | None = None
         try:
             while True:
-                self._committed.wait()
+                if not self._committed.wait(IDLE_S):
+                    with self._lock:
+                        if not self._committed.is_set():  # idle: end (a commit now starts another)
+                            self._thread = None
+                            return
                 if self._stopping.is_set():
                     return
                 self._committed.clear()
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpoints += 1
-                except sqlite3.Error:
-                    pass  # another checkpoint under way, or the file is busy: the next commit tries again
+                with self._working:
+                    try:
+                        if conn is None:
+                            conn = sqlite3.connect(self.db_name, uri=True, timeout=self.lock_timeout,
+                                                   isolation_level=None, check_same_thread=False)
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    except sqlite3.Error:
+                        pass  # another checkpoint under way, or the file is busy: the next commit tries again
                 if self._stopping.wait(self.interval):
                     return
         finally:
-            conn.close()
+            if conn is not None:
+                with self._working:
+                    conn.close()

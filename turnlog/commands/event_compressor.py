@@ -8,7 +8,7 @@ plain compression cannot see that across separate small events.
 Stored forms, told apart by their first byte (a state of JSON starts with "{"):
 - b"\\x02" + a magicless zstd frame (content size in it, no checksum, no dictionary id), level 3,
   against dictionary v2 (`event_dictionary_v2.zdict`, benchmarks/make_event_dictionary.py): written now.
-  About 5× cheaper to compress than v1 and a third smaller (README, Figures).
+  About 5× cheaper to compress than v1 and 2× to decompress, and a little smaller (README, Figures).
 - b"\\x01" + raw deflate against dictionary v1 (`event_dictionary.py`): written until v2, read forever.
 - anything else as it is: events written before compaction and states that would not shrink.
 TURNLOG_COMPACT_EVENTS=0 writes plain JSON again (reading compacted events still works).
