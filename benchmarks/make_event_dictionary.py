@@ -168,7 +168,7 @@ def test_samples() -> list[bytes]:
     import pytest
 
     capture = _Capture()
-    files = [str(ROOT / "tests" / name) for name in TEST_FILES]
+    files = [str(path) for name in TEST_FILES for path in sorted((ROOT / "tests").rglob(name))]
     # a fixed base folder: Hermes imports record their home's path in their events
     basetemp = os.path.join(tempfile.gettempdir(), "turnlog-dictionary-corpus")
     code = pytest.main(["-q", "-p", "no:cacheprovider", "-x", f"--basetemp={basetemp}", *files], plugins=[capture])

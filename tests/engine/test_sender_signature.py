@@ -46,6 +46,6 @@ def test_a_one_argument_sender_is_refused_before_anything_is_attempted(owed):
 def test_the_readme_example_uses_a_two_argument_sender():
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
     assert "t.sweep_deliveries(send_to_platform)" not in readme
     assert "send_to_target(target, text)" in readme

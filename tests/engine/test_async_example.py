@@ -8,7 +8,7 @@ from pathlib import Path
 
 from turnlog import Turnlog
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "async_gateway.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "async_gateway.py"
 
 
 def test_the_async_gateway_example_answers_every_message_with_a_tool_call(tmp_path):

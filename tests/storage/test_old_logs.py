@@ -10,7 +10,7 @@ import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
-OLD_DB = Path(__file__).parent / "data" / "a0c9696-turns.db"
+OLD_DB = Path(__file__).parents[1] / "data" / "a0c9696-turns.db"
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="discord", chat_id="7", user_id="7", user_name="bob")
 
