@@ -115,7 +115,7 @@ def blanked(state: bytes) -> bytes:
 
 def stored_states(db: str) -> list[bytes]:
     """Every stored event's and snapshot's state of a database, as JSON."""
-    from turnlog.commands.event_compressor import inflate
+    from turnlog.storage.event_compressor import inflate
 
     conn = sqlite3.connect(db)
     try:
@@ -152,7 +152,7 @@ class _Capture:
         self.states: list[bytes] = []
 
     def pytest_configure(self, config) -> None:  # type: ignore[no-untyped-def]
-        from turnlog.commands.event_compressor import EventCompressor
+        from turnlog.storage.event_compressor import EventCompressor
 
         original = EventCompressor.compress
         states = self.states
@@ -192,7 +192,7 @@ def train(samples: list[bytes], size: int = DICT_SIZE) -> bytes:
 
 def evaluate(db: str, dictionary: bytes | None) -> None:
     import zstandard
-    from turnlog.commands import event_compressor as ec
+    from turnlog.storage import event_compressor as ec
 
     states = stored_states(db)
     if dictionary is None:

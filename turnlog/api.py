@@ -25,8 +25,8 @@ from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
-from .commands import dbfile
-from .commands.store import open_application, parse_location
+from .storage import dbfile
+from .storage.store import open_application, parse_location
 from .config import EngineConfig
 from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
@@ -43,7 +43,7 @@ from .domain.inbox import HUMAN
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
-from .projections.chain import ChainBreak, ChainReport, ChainSealer
+from .storage.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from .errors import InvalidRequest, ReadOnlyDatabase
 from .projections import verify as _verify
-from .projections.chain import ChainBreak, ChainReport, ChainSealer
+from .storage.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.runner import ProjectionRunner
 
 

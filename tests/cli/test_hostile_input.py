@@ -18,8 +18,7 @@ from eventsourcing.domain import Aggregate, event
 
 from turnlog import SessionSource, StoreError, Turnlog
 from turnlog.cli import main
-from turnlog.cli_open import EMPTY_WHEN_MISSING
-from turnlog.commands import dbfile
+from turnlog.storage import dbfile
 from harness.hermes_home import fixture_home
 
 KEY = "agent:main:telegram:dm:42"
@@ -254,7 +253,7 @@ def test_stale_read_models_of_a_read_only_database_are_read_with_a_note(tmp_path
 def test_a_read_command_on_a_missing_database_names_it_and_creates_nothing(tmp_path, what, args):
     db = tmp_path / "typo.db"
     result = run(db, args, sid="x", jsonl="x")
-    if args[0] in EMPTY_WHEN_MISSING:  # a dry run compares with the empty log a new database would be
+    if main.commands[args[0]].empty_when_missing:  # a dry run compares with the empty log a new database would be
         assert result.exit_code == 0 and "would import" in result.stdout, result.output
     else:
         assert_one_line_failure(result, 1, str(db), "no turnlog database")

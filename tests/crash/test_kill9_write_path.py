@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from harness.runner import run_harness
 from turnlog.cli import main
-from turnlog.commands.event_compressor import V2, inflate
+from turnlog.storage.event_compressor import V2, inflate
 
 ROUNDS = 200
 

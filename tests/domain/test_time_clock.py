@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import orjson
 import pytest
 
-from turnlog.commands.event_compressor import inflate
+from turnlog.storage.event_compressor import inflate
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.commands.event_compressor import compact, inflate
-from turnlog.projections.chain import ChainBreak
+from turnlog.storage.event_compressor import compact, inflate
+from turnlog.storage.chain import ChainBreak
 
 KEY = "agent:main:telegram:dm:42"
 

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
-from turnlog.commands.event_compressor import compact, inflate
-from turnlog.commands.recorder import ChainBroken
+from turnlog.storage.event_compressor import compact, inflate
+from turnlog.storage.recorder import ChainBroken
 from turnlog.domain.chain import GENESIS, link
 
 

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
-from turnlog.commands import event_compressor
-from turnlog.commands.event_compressor import V1, V2, compact, inflate
+from turnlog.storage import event_compressor
+from turnlog.storage.event_compressor import V1, V2, compact, inflate
 
 OLD_LOG = Path(__file__).parents[1] / "data" / "a0c9696_log.db"
 OLD_KEY = "agent:main:telegram:dm:4242"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
-from turnlog.commands import checkpointer
+from turnlog.storage import checkpointer
 
 
 def run_turns(t: Turnlog, first: int, count: int) -> None:

@@ -37,7 +37,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import StoreError
-from .base import REBUILD_SUFFIX, REBUILDS_TABLE, rows_in
+from ..storage.sql import rows_in
+from .base import REBUILD_SUFFIX, REBUILDS_TABLE
 
 if TYPE_CHECKING:
     from .runner import ProjectionRunner

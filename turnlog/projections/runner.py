@@ -44,7 +44,7 @@ from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .legacy import LegacyProjection
-from .log import LogReader, Row
+from ..storage.log import LogReader, Row
 
 BATCH = 5000
 REBUILD_BATCH = 20000  # fewer, larger transactions: a rebuild's rows are new, nobody waits on them

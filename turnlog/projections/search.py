@@ -34,7 +34,8 @@ import orjson
 
 from ..domain.fts_query import cjk_runs
 from ..domain.transcript import MessagesImported, imported_fields
-from .base import Tables, utc_iso
+from ..storage.sql import utc_iso
+from .base import Tables
 
 CREATED = "turnlog:SessionCreated"
 REOPENED = "turnlog:SessionReopened"

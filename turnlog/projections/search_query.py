@@ -25,7 +25,7 @@ from typing import Any
 from ..domain.fts_query import QueryPlan, QueryTooLong, Term, plan_query
 from ..errors import InvalidRequest
 from .runner import ProjectionRunner, is_corruption
-from .base import utc_text
+from ..storage.sql import utc_text
 from .search_rank import TermStats, counter, idf, length, score
 
 MAX_LIMIT = 1000

@@ -11,8 +11,9 @@ from typing import Any, Iterable
 import orjson
 
 from ..domain.transcript import MessagesImported, imported_messages
-from .base import event_name, rows_in, utc_text
-from .log import Row
+from ..storage.sql import rows_in, utc_text
+from .base import event_name
+from ..storage.log import Row
 from .runner import ProjectionRunner
 from .timeline import CLOCK_BLOCK, pack_id, unpack_id
 

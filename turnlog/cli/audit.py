@@ -6,16 +6,16 @@ from typing import Any
 
 import click
 
-from .cli_base import _cell, echo_table, engine, main, write_output
-from .cli_keys import key_filter
-from .cli_output import Output, limit_option, output_options
-from .export import FORMATS, render
-from .timetravel import AsOf
+from .base import _cell, command, echo_table, engine, write_output
+from .keys import key_filter
+from .output import Output, limit_option, output_options
+from ..export import FORMATS, render
+from ..timetravel import AsOf
 
 EVENT_HELP = "Only these event names (repeatable), e.g. --type RouteBound --type SessionEnded."
 
 
-@main.command()
+@command()
 @click.argument("key_or_session")
 @click.option("--since", default=None, help="ISO time or log position #N (inclusive).")
 @click.option("--until", default=None, help="ISO time or log position #N (inclusive).")
@@ -31,7 +31,7 @@ def history(ctx: click.Context, key_or_session: str, since: str | None, until: s
     out.rows(entries[:limit], ["position", "at", "event", "actor", "cause", "session_id", "summary"])
 
 
-@main.command()
+@command()
 @click.argument("when")
 @click.argument("view", type=click.Choice(list(AsOf.VIEWS)), default="routes")
 @click.option("--key", default=None, help="Only this routing key (a key string or a route id).")
@@ -51,7 +51,7 @@ def at(ctx: click.Context, when: str, view: str, key: str | None, session: str |
     out.record({"position": moment.position, "at": moment.at, view: rows}, text, rows=rows)
 
 
-@main.command()
+@command()
 @click.argument("a")
 @click.argument("b")
 @click.option("--key", default=None, help="Only this routing key (a key string or a route id).")
@@ -82,7 +82,7 @@ def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> No
     out.record(result, text)
 
 
-@main.command()
+@command()
 @click.argument("key_or_session")
 @click.option("--lineage", is_flag=True, help="Follow compression rotations from the root to the tip.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
@@ -108,7 +108,7 @@ def export(ctx: click.Context, key_or_session: str, lineage: bool, fmt: str, out
         out.record({"output": output, "format": fmt, "bytes": len((text + "\n").encode())})
 
 
-@main.command()
+@command(writes=True)
 @click.argument("session_id")
 @click.option("--at", "when", required=True, help="Log position #N (or ISO time) to fork at.")
 @click.option("--to-key", default=None, help="Point this routing key at the fork.")
@@ -121,3 +121,6 @@ def fork(ctx: click.Context, session_id: str, when: str, to_key: str | None, out
     data: dict[str, Any] = {"session_id": fork_id, "parent_session_id": session_id,
                             "messages": len(t.transcript(fork_id))}
     out.record(data, lambda: out.line(f"forked {session_id} at {when} -> {fork_id} ({data['messages']} messages)"))
+
+
+COMMANDS = (history, at, diff, export, fork)

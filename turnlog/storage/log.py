@@ -23,8 +23,8 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
-from ..commands.event_compressor import EventCompressor, inflate
-from .base import rows_in, utc_text
+from .event_compressor import EventCompressor, inflate
+from .sql import rows_in, utc_text
 
 Row = tuple[int, Any, int, str, bytes]
 _IDS_CACHED = 200_000

@@ -27,9 +27,9 @@ from ..domain.route import Route
 from ..domain.session import Session
 from ..errors import StoreError
 
-SQLITE_FACTORY = "turnlog.commands.sqlite_factory:TurnlogSQLiteFactory"
-TRANSCODER = "turnlog.commands.transcoder:OrjsonTranscoder"
-COMPRESSOR = "turnlog.commands.event_compressor:EventCompressor"
+SQLITE_FACTORY = "turnlog.storage.sqlite_factory:TurnlogSQLiteFactory"
+TRANSCODER = "turnlog.storage.transcoder:OrjsonTranscoder"
+COMPRESSOR = "turnlog.storage.event_compressor:EventCompressor"
 EVENTS_TABLE = "stored_events"
 
 

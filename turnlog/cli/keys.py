@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from .api import Turnlog
-from .cli_output import visible
-from .domain.collisions import colliding_keys
+from ..api import Turnlog
+from .output import visible
+from ..domain.collisions import colliding_keys
 
 
 def key_filter(t: Turnlog, value: str | None) -> str | None:

@@ -1,14 +1,5 @@
-"""The `turnlog` command: thin click functions that parse, call the public API and print.
-
-Every command takes the output options of cli_output.output_options (a readable table by default,
---json, --nl, --csv) and --db, also after the command's name. A usage mistake exits with code 2
-(with the command's usage line), a runtime failure with code 1; either way the error is one line,
-never a traceback.
-
-The group, its error handling and engine() live in cli_base; this module defines the core
-commands and imports every other command module, each of which registers its commands on `main`
-when imported (so `turnlog.cli:main`, the console script, has them all).
-"""
+"""The core commands: keys and routes, sessions and their flags, the ledger and queue, ingest,
+recovery, status, the benchmark and the demo."""
 
 from __future__ import annotations
 
@@ -20,13 +11,11 @@ from typing import Any, Callable
 import click
 import orjson
 
-from . import cli_audit, cli_hermes, cli_projections  # noqa: F401 - imported to register their commands on main
-from .cli_base import _cell, echo_table, engine, main, visible, write_output
-from .cli_output import Output, limit_option, output_options
-from .domain.keys import resolve_routing_key
-from .domain.source import SessionSource
-from .errors import AmbiguousKey, SessionOwnedElsewhere
-from .web import cli as web_cli  # noqa: F401 - imported to register `turnlog web` on main
+from .base import _cell, command, echo_table, engine, visible, write_output
+from .output import Output, limit_option, output_options
+from ..domain.keys import resolve_routing_key
+from ..domain.source import SessionSource
+from ..errors import AmbiguousKey, SessionOwnedElsewhere
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,7 +49,7 @@ _SOURCE_FIELDS = ("platform", "chat_type", "chat_id", "thread_id", "user_id", "u
                   "chat_name", "user_name", "profile", "message_id")
 
 
-@main.command()
+@command()
 @source_options
 @click.option("--group-per-user/--no-group-per-user", default=True, show_default=True,
               help="In groups, each sender has a session of their own.")
@@ -80,7 +69,7 @@ def key(out: Output, group_per_user: bool, thread_per_user: bool, **options: Any
     out.record(data, text)
 
 
-@main.command()
+@command(writes=True)
 @source_options
 @click.option("--force-new", is_flag=True, help="Always start a new session for the key.")
 @output_options
@@ -97,7 +86,7 @@ def route(ctx: click.Context, force_new: bool, out: Output, **options: Any) -> N
     out.record(result.to_dict(), text)
 
 
-@main.command()
+@command()
 @limit_option
 @output_options
 @click.pass_context
@@ -121,7 +110,7 @@ def _state(row: dict[str, Any]) -> str:
     return "active" if row["routed"] else "unrouted"
 
 
-@main.command()
+@command(writes=True)
 @click.argument("key_or_session")
 @click.option("--reason", default="operator", show_default=True, help="Why (recorded in the event).")
 @output_options
@@ -133,7 +122,7 @@ def suspend(ctx: click.Context, key_or_session: str, reason: str, out: Output) -
                lambda: out.line("suspended" if changed else "already suspended or ended: nothing changed"))
 
 
-@main.command("resume-pending")
+@command("resume-pending", writes=True)
 @click.argument("key_or_session")
 @click.option("--reason", default="restart_timeout", show_default=True, help="Why (recorded in the event).")
 @click.option("--clear", is_flag=True, help="Clear the marker instead of setting it.")
@@ -150,7 +139,7 @@ def resume_pending(ctx: click.Context, key_or_session: str, reason: str, clear: 
                lambda: out.line("changed" if changed else "nothing changed"))
 
 
-@main.command()
+@command(writes=True)
 @click.argument("key")
 @click.argument("session_id")
 @click.option("--force", is_flag=True, help="Take the session even if another routing key owns it.")
@@ -172,7 +161,7 @@ def switch(ctx: click.Context, key: str, session_id: str, force: bool, out: Outp
     out.record(result.to_dict(), lambda: out.line(f"{result.session_key} -> {result.session_id}"))
 
 
-@main.command("export-routing")
+@command("export-routing")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", show_default=True,
               help="Write to this file (- for stdout); an existing file needs --force, a link is refused.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
@@ -192,7 +181,7 @@ def export_routing(ctx: click.Context, output: str, force: bool, out: Output) ->
     write_output(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode(), output, force=force)
 
 
-@main.command()
+@command()
 @click.argument("key_or_session")
 @output_options
 @click.pass_context
@@ -212,7 +201,7 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
     out.record(data, text, rows=data["messages"])
 
 
-@main.command()
+@command()
 @click.option("--status", type=click.Choice(["pending", "attempting", "delivered", "failed", "abandoned"]),
               help="Only deliveries in this state.")
 @limit_option
@@ -228,7 +217,7 @@ def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | Non
     out.rows(rows, ["session_id", "seq", "platform", "chat_id", "state", "attempts", "owner", "content"], prepare)
 
 
-@main.command()
+@command()
 @click.argument("key")
 @output_options
 @click.pass_context
@@ -242,7 +231,7 @@ def queue(ctx: click.Context, key: str, out: Output) -> None:
     out.line(f"depth: {sum(1 for r in rows if r['state'] == 'pending')}")
 
 
-@main.command("ingest")
+@command("ingest", writes=True)
 @click.argument("file", type=click.File("rb"))
 @click.option("--gateway", default="ingest", show_default=True,
               help="The gateway name this replay boots as (concurrent ingests need one each).")
@@ -272,7 +261,7 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
     The replay boots as a gateway, so a killed one is recovered by the next ingest or by
     `turnlog recover --gateway ingest`. Exit code 1 if any line failed or a reply was not recorded.
     """
-    from .ingest import ReplayClock, ingest, read_lines
+    from ..ingest import ReplayClock, ingest, read_lines
 
     clock = ReplayClock()
     t = engine(ctx, clock=clock)
@@ -295,7 +284,7 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
         ctx.exit(1)
 
 
-@main.command()
+@command()
 @click.option("--sessions", "-S", type=click.IntRange(min=1), default=200, show_default=True,
               help="Sessions (conversations) in the workload.")
 @click.option("--turns", "-T", type=click.IntRange(min=1), default=25, show_default=True,
@@ -306,7 +295,7 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
 @output_options
 def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
-    from .bench import run_bench
+    from ..bench import run_bench
 
     show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=sessions * turns, label="turns", file=sys.stderr, hidden=not show_bar) as bar:
@@ -332,7 +321,7 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output
     out.record(result, text)
 
 
-@main.command()
+@command(writes=True, dry_run_reads=True)
 @click.option("--gateway", "name", default="main", show_default=True, help="Gateway name.")
 @click.option("--dry-run", is_flag=True, help="Report what recovery would do; change nothing.")
 @output_options
@@ -353,7 +342,7 @@ def recover(ctx: click.Context, name: str, dry_run: bool, out: Output) -> None:
     out.record(report.to_dict(), text, rows=interrupted)
 
 
-@main.command()
+@command()
 @click.option("--gateway", "name", default="main", show_default=True, help="Gateway name.")
 @output_options
 @click.pass_context
@@ -384,14 +373,14 @@ def status(ctx: click.Context, name: str, out: Output) -> None:
     out.record(data, text)
 
 
-@main.command()
+@command()
 @output_options
 @click.pass_context
 def demo(ctx: click.Context, out: Output) -> None:
     """Run a scripted multi-platform scenario on a fresh database and show what the log holds.
 
     With --json, --nl or --csv the tables are printed in that format and the narration goes to stderr."""
-    from .demo import run_demo
+    from ..demo import run_demo
 
     root = ctx.find_root().obj
     db = root["db"]
@@ -402,4 +391,5 @@ def demo(ctx: click.Context, out: Output) -> None:
     run_demo(db, out.line, lambda rows, columns: out.rows(rows, columns))
 
 
-__all__ = ["main"]
+COMMANDS = (key, route, sessions, suspend, resume_pending, switch, export_routing, show, ledger, queue, ingest_command,
+            bench, recover, status, demo)

@@ -15,7 +15,7 @@ from typing import Any
 
 from eventsourcing.application import Application
 
-from ..commands.recorder import SealingRecorder
+from .recorder import SealingRecorder
 from ..domain.chain import GENESIS, as_hex, link, matches
 
 BATCH = 5000

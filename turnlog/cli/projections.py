@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from .cli_base import echo_table, engine, main
-from .cli_keys import key_filter
-from .cli_output import Output, output_options
+from .base import command, echo_table, engine
+from .keys import key_filter
+from .output import Output, output_options
 
 SNIPPET_WIDTH = 100
 
 
-@main.command()
+@command()
 @click.argument("query")
 @click.option("--session", default=None, help="Only this session id.")
 @click.option("--key", default=None, help="Only messages of this routing key (a key string or a route id).")
@@ -44,7 +44,7 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
     out.rows(hits, ["session_id", "seq", "role", "at", "session_key", "snippet"], prepare)
 
 
-@main.command()
+@command(writes=True)
 @click.argument("names", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
@@ -91,7 +91,7 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
     out.record(report, text)
 
 
-@main.command()
+@command()
 @click.argument("names", nargs=-1)
 @click.option("--chain", is_flag=True, help="Check the log itself against its hash chain instead.")
 @output_options
@@ -143,7 +143,7 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, out: Output)
         ctx.exit(1)
 
 
-@main.command()
+@command(writes=True, dry_run_reads=True)
 @click.option("--dry-run", is_flag=True, help="Report only; repair nothing.")
 @click.option("--deep", is_flag=True, help="Also compare every read model with a rebuild (as verify does).")
 @output_options
@@ -172,3 +172,6 @@ def doctor(ctx: click.Context, dry_run: bool, deep: bool, out: Output) -> None:
 
 def _key(key: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in key.items())
+
+
+COMMANDS = (search, rebuild, verify, doctor)

@@ -15,23 +15,18 @@ from typing import Any
 
 import click
 
-from .api import Turnlog
-from .commands import dbfile
-from .commands.store import parse_location
-
-# Commands that write to the database; those in DRY_RUN_READS only read with --dry-run.
-WRITING_COMMANDS = frozenset({"route", "suspend", "resume-pending", "switch", "ingest", "recover", "rebuild",
-                              "doctor", "fork", "import-hermes"})
-DRY_RUN_READS = frozenset({"recover", "doctor", "import-hermes"})
-# Dry runs that compare with the log: against a database not made yet, that is an empty log.
-EMPTY_WHEN_MISSING = frozenset({"import-hermes"})
+from ..api import Turnlog
+from ..storage import dbfile
+from ..storage.store import parse_location
 
 
 def writes(ctx: click.Context) -> bool:
-    name = ctx.info_name or ""
-    if name in DRY_RUN_READS and ctx.params.get("dry_run"):
+    """What the command declares (cli/base.py TurnlogCommand); a dry run of a command that
+    declares `dry_run_reads` only reads."""
+    command = ctx.command
+    if getattr(command, "dry_run_reads", False) and ctx.params.get("dry_run"):
         return False
-    return name in WRITING_COMMANDS
+    return bool(getattr(command, "writes", False))
 
 
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
@@ -39,7 +34,7 @@ def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) 
         return Turnlog(db, views=views, **options)
     location = parse_location(db, views)
     path = location.env["SQLITE_DBNAME"] if location.kind == "sqlite" else location.views_path
-    if location.kind == "sqlite" and ctx.info_name in EMPTY_WHEN_MISSING and not os.path.lexists(path):
+    if location.kind == "sqlite" and getattr(ctx.command, "empty_when_missing", False) and not os.path.lexists(path):
         scratch = tempfile.TemporaryDirectory(prefix="turnlog-dry-run-")
         ctx.call_on_close(scratch.cleanup)
         return Turnlog(os.path.join(scratch.name, "empty.db"), **options)

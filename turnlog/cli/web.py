@@ -6,7 +6,7 @@ import ipaddress
 
 import click
 
-from ..cli_base import main
+from .base import command
 
 DEFAULT_PORT = 8321
 
@@ -20,7 +20,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@main.command()
+@command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback needs --token.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
@@ -40,7 +40,7 @@ def web(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     try:
         import uvicorn
 
-        from .app import LOOPBACK_HOSTS, create_app
+        from ..web.app import LOOPBACK_HOSTS, create_app
     except ImportError as e:
         raise click.ClickException(f"turnlog web needs its extra ({e.name} is missing):"
                                    " pip install 'turnlog[web]'") from None
@@ -52,3 +52,6 @@ def web(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"turnlog web: http://{shown}:{port}/ (read-only view of {db}; Ctrl-C stops)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+COMMANDS = (web,)

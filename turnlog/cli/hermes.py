@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from .cli_base import engine, main
-from .cli_output import Output, output_options
+from .base import command, engine
+from .output import Output, output_options
 
 
 class _Progress:
@@ -33,7 +33,7 @@ class _Progress:
             self.bar.__exit__(None, None, None)
 
 
-@main.command("import-hermes")
+@command("import-hermes", writes=True, dry_run_reads=True, empty_when_missing=True)
 @click.argument("hermes_home", type=click.Path(file_okay=False, path_type=str))
 @click.option("--profile", default=None, help="Import the named profile (HERMES_HOME/profiles/NAME).")
 @click.option("--dry-run", is_flag=True, help="Read the home and report what would be imported; write nothing.")
@@ -75,7 +75,7 @@ def _import_text(report: Any, dry_run: bool, out: Output) -> None:
         out.rows(report.skipped, ["what", "reason"])
 
 
-@main.command("export-hermes")
+@command("export-hermes")
 @click.argument("out_home", type=click.Path(path_type=str))
 @output_options
 @click.pass_context
@@ -91,3 +91,6 @@ def _export_text(report: Any, out: Output) -> None:
     if report.skipped:
         out.line(f"\nskipped: {len(report.skipped)}")
         out.rows(report.skipped, ["what", "reason"])
+
+
+COMMANDS = (import_hermes, export_hermes)

@@ -1,9 +1,5 @@
-"""What every `turnlog` command module builds on: the `main` group, its error handling, `engine()`
-and the shared output helpers.
-
-Command modules (turnlog/cli.py's own commands, cli_audit, cli_projections, web/cli, ...) import
-this module and register their commands on `main` with `@main.command()`; turnlog/cli.py imports
-every command module, so `turnlog.cli:main` has them all. This module imports no command module.
+"""What every `turnlog` command module builds on: the `main` group, its error handling, the
+`command` decorator, `engine()` and the shared output helpers. This module imports no command module.
 """
 
 from __future__ import annotations
@@ -15,14 +11,14 @@ from typing import Any
 
 import click
 
-from . import api
-from .cli_files import write_file
-from .cli_open import open_engine
-from .cli_output import cell as _cell, echo_json, echo_table, visible
-from .errors import InvalidRequest, TurnlogError
+from .. import api
+from .files import write_file
+from .opening import open_engine
+from .output import cell as _cell, echo_json, echo_table, visible
+from ..errors import InvalidRequest, TurnlogError
 
-__all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "_cell", "echo_json", "echo_table", "engine", "main",
-           "visible", "write_output"]
+__all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "_cell", "command", "echo_json", "echo_table", "engine",
+           "main", "visible", "write_output"]
 
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
 
@@ -37,13 +33,32 @@ def write_output(text: str, output: str, *, force: bool = False) -> None:
 
 
 class TurnlogCommand(click.Command):
-    """A subcommand: a usage mistake found by the library (InvalidRequest) prints this command's usage."""
+    """A subcommand, which declares how it opens the database (see cli/opening.py): `writes` (it
+    records events or repairs read models, and may create the database), `dry_run_reads` (with
+    --dry-run it only reads), `empty_when_missing` (a dry run against a database not made yet
+    compares with an empty log). A usage mistake found by the library (InvalidRequest) prints this
+    command's usage."""
+
+    def __init__(self, *args: Any, writes: bool = False, dry_run_reads: bool = False,
+                 empty_when_missing: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writes = writes
+        self.dry_run_reads = dry_run_reads
+        self.empty_when_missing = empty_when_missing
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except InvalidRequest as e:
             raise click.UsageError(visible(str(e)), ctx) from None
+
+
+def command(name: str | None = None, *, writes: bool = False, dry_run_reads: bool = False,
+            empty_when_missing: bool = False, **attrs: Any) -> Any:
+    """`@click.command` making a TurnlogCommand; a module lists its commands in COMMANDS and
+    turnlog/cli/__init__.py registers every module's list on `main`."""
+    return click.command(name, cls=TurnlogCommand, writes=writes, dry_run_reads=dry_run_reads,
+                         empty_when_missing=empty_when_missing, **attrs)
 
 
 def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -57,8 +72,8 @@ def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str 
 class TurnlogGroup(click.Group):
     """Turns turnlog's own errors into one line and exit code 1; every subcommand also takes --db.
 
-    Commands defined in other modules register themselves on `main` when those modules are
-    imported (turnlog/cli.py imports them all); they depend on this module, never the other way round.
+    Commands are defined in the family modules of this package and registered on `main` by the
+    explicit list in turnlog/cli/__init__.py; they depend on this module, never the other way round.
     """
 
     command_class = TurnlogCommand
