@@ -1,4 +1,13 @@
-"""Fixtures shared by the turn tests: one log, an injected clock, and two gateways on it."""
+"""Fixtures shared by every test: one log, an injected clock, gateways on it, and a factory.
+
+`make_turnlog(**options)` opens an engine on the test's log (the test's clock and deterministic
+session ids unless given) and closes it at the end; called again with another `owner`, it is a
+second gateway process on the same log. tests/contract/ runs the same factory on every backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -16,13 +25,27 @@ def clock():
 
 
 @pytest.fixture
-def t(db, clock):
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a") as engine:
-        yield engine
+def make_turnlog(db, clock) -> Iterator[Callable[..., Turnlog]]:
+    opened: list[Turnlog] = []
+
+    def make(**options: Any) -> Turnlog:
+        options.setdefault("clock", clock)
+        options.setdefault("session_ids", SequentialIds())
+        engine = Turnlog(db, **options)
+        opened.append(engine)
+        return engine
+
+    yield make
+    for engine in reversed(opened):
+        engine.close()
 
 
 @pytest.fixture
-def other(db, clock, t):
+def t(make_turnlog):
+    return make_turnlog(owner="gateway-a")
+
+
+@pytest.fixture
+def other(make_turnlog, t):
     """A second gateway process on the same log (opened after `t`)."""
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-b") as engine:
-        yield engine
+    return make_turnlog(owner="gateway-b")

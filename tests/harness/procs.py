@@ -32,12 +32,14 @@ def child_env() -> dict[str, str]:
 
 
 class Kit:
-    """What a child snippet gets: the database, a work folder, a clock, and the cues."""
+    """What a child snippet gets: the database, a work folder, a clock, and the cues. On a
+    PostgreSQL log, `views` names the child's own read-model file (each gateway keeps its own)."""
 
-    def __init__(self, db: str, work: str, at: str | None) -> None:
+    def __init__(self, db: str, work: str, at: str | None, views: str | None = None) -> None:
         self.db = db
         self.work = Path(work)
         self.at = at
+        self.views = views
 
     def clock(self) -> Any:
         from turnlog import ManualClock, SystemClock
@@ -46,6 +48,8 @@ class Kit:
     def turnlog(self, **options: Any) -> Any:
         from turnlog import Turnlog
         options.setdefault("clock", self.clock())
+        if self.views:
+            options.setdefault("views", f"{self.views}-{os.getpid()}.db")
         return Turnlog(self.db, **options)
 
     def ready(self, name: str = "ready", **data: Any) -> None:
@@ -75,7 +79,7 @@ class Kit:
 _BOOT = """
 import sys
 from harness.procs import Kit
-kit = Kit(sys.argv[1], sys.argv[2], sys.argv[3] or None)
+kit = Kit(sys.argv[1], sys.argv[2], sys.argv[3] or None, sys.argv[4] or None)
 """
 
 
@@ -87,11 +91,12 @@ class Killed:
 
 
 def start(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = None,
-          work: str | os.PathLike[str] | None = None) -> subprocess.Popen:
+          work: str | os.PathLike[str] | None = None, views: str | None = None) -> subprocess.Popen:
+    """A child running `code` on `db`; `views` (a path prefix) for a log in PostgreSQL."""
     work = Path(work) if work is not None else Path(db).parent
     stamp = at.isoformat() if isinstance(at, datetime) else (at or "")
     script = _BOOT + textwrap.dedent(code)
-    return subprocess.Popen([sys.executable, "-c", script, str(db), str(work), stamp], env=child_env(),
+    return subprocess.Popen([sys.executable, "-c", script, str(db), str(work), stamp, views or ""], env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -109,13 +114,13 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = CHILD_TIMEOUT_
 
 
 def crash(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = None, cue: str = "ready",
-          work: str | os.PathLike[str] | None = None) -> Killed:
+          work: str | os.PathLike[str] | None = None, views: str | None = None) -> Killed:
     """Run `code` in a child; SIGKILL it as soon as it calls kit.ready(cue) (or when it kills itself)."""
     work = Path(work) if work is not None else Path(db).parent
     marker = work / f"{cue}.json"
     if marker.exists():
         marker.unlink()
-    proc = start(db, code, at=at, work=work)
+    proc = start(db, code, at=at, work=work, views=views)
     data: dict[str, Any] = {}
     deadline = time.monotonic() + CHILD_TIMEOUT_S
     while proc.poll() is None and not marker.exists():
@@ -136,9 +141,9 @@ def crash(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = 
 
 
 def run(db: str | os.PathLike[str], code: str, *, at: datetime | str | None = None,
-        work: str | os.PathLike[str] | None = None) -> str:
+        work: str | os.PathLike[str] | None = None, views: str | None = None) -> str:
     """Run `code` in a child to completion; returns its stdout."""
-    proc = start(db, code, at=at, work=work)
+    proc = start(db, code, at=at, work=work, views=views)
     try:
         out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
