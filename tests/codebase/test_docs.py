@@ -194,6 +194,6 @@ def test_the_code_cites_the_behaviour_contract():
 
 
 @pytest.mark.parametrize("where,section", behaviour_references(),
-                         ids=[f"{w} §{s}" for w, s in behaviour_references()])
+                         ids=[f"{w} section {s}" for w, s in behaviour_references()])
 def test_every_behaviour_reference_names_a_section_that_exists(where, section):
     assert section in behaviour_sections(), f"{where} cites docs/behaviour.md §{section}, which has no such section"
