@@ -5,7 +5,8 @@
 - every name in `turnlog.__all__` appears as code in a docs page;
 - every docs page is linked from README.md, and README.md stays at most 200 lines;
 - links between the pages name files and headings that exist;
-- every "docs/behaviour.md §N" in the code names a section that docs/behaviour.md has.
+- every "docs/behaviour.md §N" in the code names a section that docs/behaviour.md has;
+- every TURNLOG_ environment variable the package reads is in docs/configuration.md.
 
 A new command, option, public name or page therefore fails here until it is documented.
 """
@@ -197,3 +198,16 @@ def test_the_code_cites_the_behaviour_contract():
                          ids=[f"{w} section {s}" for w, s in behaviour_references()])
 def test_every_behaviour_reference_names_a_section_that_exists(where, section):
     assert section in behaviour_sections(), f"{where} cites docs/behaviour.md §{section}, which has no such section"
+
+
+def environment_variables() -> list[str]:
+    """Every "TURNLOG_..." string literal in the package: the environment variables it reads."""
+    found = set()
+    for path in ROOT.joinpath("turnlog").rglob("*.py"):
+        found.update(re.findall(r"[\"'](TURNLOG_[A-Z_]+)[\"']", read(path)))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("variable", environment_variables())
+def test_every_environment_variable_is_in_configuration_md(variable):
+    assert f"`{variable}`" in read(DOCS / "configuration.md"), f"docs/configuration.md does not list {variable}"
