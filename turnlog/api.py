@@ -328,7 +328,7 @@ class Turnlog:
 
     def resume_interrupted(self, responder: Responder, sender: Sender, *,
                            name: str | None = None) -> list[TurnOutcome]:
-        """Auto-resume once every candidate of spec §7.3 (none during a boot storm)."""
+        """Auto-resume once every candidate of docs/behaviour.md §7.3 (none during a boot storm)."""
         require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
         for row in self.resume_candidates(name):  # caught up by recovery
@@ -449,7 +449,7 @@ class Turnlog:
         return self.maintenance.chain_report()
 
     def export(self, key_or_session: str | SessionSource, *, lineage: bool = False) -> dict[str, Any]:
-        """Hermes-compatible export of a session (spec §10), or of its whole compression lineage."""
+        """Hermes-compatible export of a session (docs/behaviour.md §10), or of its whole compression lineage."""
         self.catch_up()
         session_id = self._session_id(key_or_session)
         return export_lineage(self.views, session_id) if lineage else export_session(self.views, session_id)
@@ -487,7 +487,7 @@ class Turnlog:
         return export_home(self, os.fspath(out_home))
 
     def export_routing(self) -> dict[str, Any]:
-        """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
+        """The routing map as Hermes' sessions.json: session_key -> entry (docs/behaviour.md §3.1)."""
         sessions = {s["session_id"]: s for s in self.sessions()}  # caught up
         out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
         routes = self.routes()
@@ -508,7 +508,7 @@ class Turnlog:
     def search(self, query: str, *, session: str | None = None, key: str | None = None,
                platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
                limit: int = 20) -> list[dict[str, Any]]:
-        """Full-text search of every transcript (spec §10), best match first.
+        """Full-text search of every transcript (docs/behaviour.md §10), best match first.
 
         Words are ranked by bm25 with a highlighted snippet; Chinese, Japanese and Korean text is
         found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone

@@ -46,7 +46,7 @@ class EngineConfig:
     )
     lease_ttl_s: float = field(default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TTL", DEFAULT_LEASE_TTL_S))
     # The same text from one sender on one key within this many seconds of its first sighting is a
-    # duplicate (spec §14) on these platforms ("*": all); 0 s or no platform turns that rule off.
+    # duplicate (docs/behaviour.md §14) on these platforms ("*": all); 0 s or no platform turns that rule off.
     # Hermes applies it in its Weixin adapter only: elsewhere "ok", "ok" are two real messages.
     # Message ids are deduplicated on every platform, always.
     dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S

@@ -1,4 +1,4 @@
-"""Exporting a session (or a whole compression lineage) in Hermes' export shape (spec §10).
+"""Exporting a session (or a whole compression lineage) in Hermes' export shape (docs/behaviour.md §10).
 
 `export_session` gives the session row's fields plus its active messages, tool calls decoded;
 `export_lineage` concatenates the compression segments from root to tip and adds `segments`,

@@ -1,4 +1,4 @@
-"""Acceptance: turns across real OS processes on one SQLite file (spec §5, real clock).
+"""Acceptance: turns across real OS processes on one SQLite file (docs/behaviour.md §5, real clock).
 
 Each test runs worker code in child processes of the interpreter running the tests, with this
 checkout on PYTHONPATH.
@@ -72,7 +72,7 @@ def test_concurrent_processes_never_interleave_turns(tmp_path, mode):
     """4 processes x 200 messages on 3 keys against one file.
 
     "human": each message goes through handle_message; a message that arrives while an earlier
-    one for the key is still pending merges into it (spec §8), so there are fewer turns than
+    one for the key is still pending merges into it (docs/behaviour.md §8), so there are fewer turns than
     messages. "queued": each message is a /queue item, so every message is exactly one turn.
     """
     db = str(tmp_path / "turnlog.db")

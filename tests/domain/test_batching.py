@@ -1,4 +1,4 @@
-"""Optional text batching (spec §14): a burst of texts on one key within the debounce window is one turn."""
+"""Optional text batching (docs/behaviour.md §14): a burst of texts on one key within the debounce window is one turn."""
 
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""The session-context prompt (spec §13): PII redaction, shared-session wording, untrusted labels."""
+"""The session-context prompt (docs/behaviour.md §13): PII redaction, shared-session wording, untrusted labels."""
 
 import hashlib
 import json

@@ -59,7 +59,7 @@ def test_the_engine_refuses_a_source_that_names_no_conversation(tmp_path):
         with pytest.raises(InvalidRequest, match="DM needs a chat_id"):
             t.handle_message(SessionSource(platform="signal", chat_id=""), "hi", lambda h, i: "x", lambda s: None)
         assert t.sessions() == [] and t.routes() == []
-        # A DM known by its sender alone is fine (spec §2.2: signal DMs carry no chat id).
+        # A DM known by its sender alone is fine (docs/behaviour.md §2.2: signal DMs carry no chat id).
         assert t.get_or_create_session(SessionSource(platform="signal", chat_id="", user_id="+1555")).created
 
 

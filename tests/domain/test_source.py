@@ -1,4 +1,4 @@
-"""SessionSource: canonical fields, scope mirroring, the wire form and the description (spec §1)."""
+"""SessionSource: canonical fields, scope mirroring, the wire form and the description (docs/behaviour.md §1)."""
 
 from __future__ import annotations
 

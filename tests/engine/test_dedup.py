@@ -1,4 +1,4 @@
-"""Durable inbound dedup (spec §14, kept in the log): a repeat is recorded as refused and never run."""
+"""Durable inbound dedup (docs/behaviour.md §14, kept in the log): a repeat is recorded as refused and never run."""
 
 import multiprocessing
 

@@ -1,4 +1,4 @@
-"""Drain on stop / restart (spec §7.1, seed 002 §7 "Drain 超时标记"): pre-marking, timeouts, the recorded stop.
+"""Drain on stop / restart (docs/behaviour.md §7.1, seed 002 §7 "Drain 超时标记"): pre-marking, timeouts, the recorded stop.
 
 A turn still running when the drain times out is marked resume_pending (restart_timeout, or
 shutdown_timeout), the stop is recorded as "drain timed out", and the next start recovers it. The

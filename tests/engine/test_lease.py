@@ -1,4 +1,4 @@
-"""Acceptance: the cross-process turn lease (spec §5) and the fencing of transcript writes.
+"""Acceptance: the cross-process turn lease (docs/behaviour.md §5) and the fencing of transcript writes.
 
 Two `Turnlog` objects opened on one file act as two processes: each has its own owner id.
 """

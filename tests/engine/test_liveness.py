@@ -1,6 +1,6 @@
 """Boot liveness (issue 12, item 2): each running boot holds a heartbeat renewed by its lease
 keeper; start_gateway, recover and the ledger sweep treat another boot as dead only once its
-heartbeat expired (spec §6.2: only dead owners' rows are reclaimed) — across hosts, and with the
+heartbeat expired (docs/behaviour.md §6.2: only dead owners' rows are reclaimed) — across hosts, and with the
 log in PostgreSQL too. On the boot's own host a process that is gone is dead at once."""
 
 from __future__ import annotations

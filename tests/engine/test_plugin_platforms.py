@@ -1,4 +1,4 @@
-"""Hermes 0.19.0's bundled plugin platforms: known by default, keyed by Hermes' rules (spec §2,
+"""Hermes 0.19.0's bundled plugin platforms: known by default, keyed by Hermes' rules (docs/behaviour.md §2,
 HERMES_FORMATS §6 id shapes), names normalised like Hermes' Platform._missing_ (stripped, lower)."""
 
 from __future__ import annotations

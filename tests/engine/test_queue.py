@@ -1,4 +1,4 @@
-"""Acceptance: the durable inbound queue, one test per rule of spec §8 as turnlog implements it.
+"""Acceptance: the durable inbound queue, one test per rule of docs/behaviour.md §8 as turnlog implements it.
 
 See the docstring of turnlog/domain/inbox.py: accepted = an event before processing; pending
 items are served strictly in order, one turn per item; a burst of human messages merges into

@@ -1,4 +1,4 @@
-"""Crash recovery at the public surface (spec §6, §7; seed 002 §7), with real processes killed by SIGKILL.
+"""Crash recovery at the public surface (docs/behaviour.md §6, §7; seed 002 §7), with real processes killed by SIGKILL.
 
 A crash here is always a real child process (tests/harness/procs.py) killed with SIGKILL at a chosen
 point: inside the agent (no reply persisted), inside the platform send (reply persisted and owed),
@@ -454,7 +454,7 @@ def test_a_completed_turn_in_between_resets_the_count(db):
 
 
 def test_the_count_is_derived_from_events_so_it_survives_restarts_and_rebuilds(db, tmp_path):
-    """Hermes 0.19.0 deletes its counter file at every start, so its guard never fires (spec §7.4)."""
+    """Hermes 0.19.0 deletes its counter file at every start, so its guard never fires (docs/behaviour.md §7.4)."""
     def lose_every_file_but_the_database():
         for path in tmp_path.iterdir():
             if path.is_file() and not path.name.startswith(db.name):
@@ -541,7 +541,7 @@ def test_the_boot_storm_guard_skips_auto_resume_and_keeps_sessions_resume_pendin
     session_id = _session(setup, "1")
     setup.mark_resume_pending(session_id, "restart_interrupted")
     tripped = []
-    for seconds in (0, 10, 20, 30):  # spec §7.3: tripped F, F, T, T
+    for seconds in (0, 10, 20, 30):  # docs/behaviour.md §7.3: tripped F, F, T, T
         t = Turnlog(db, clock=ManualClock(T0 + timedelta(seconds=seconds)))
         report = t.start_gateway(GW)
         tripped.append(report.boot_storm)

@@ -1,4 +1,4 @@
-"""Acceptance: /new, /reset and /resume (spec §4, §9), silence markers (§6.3) and the delivery ledger (§6.2)."""
+"""Acceptance: /new, /reset and /resume (docs/behaviour.md §4, §9), silence markers (§6.3) and the delivery ledger (§6.2)."""
 
 import uuid
 

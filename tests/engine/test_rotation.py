@@ -1,4 +1,4 @@
-"""Compression rotation (spec §11): the conversation continues in a child session, lease moved."""
+"""Compression rotation (docs/behaviour.md §11): the conversation continues in a child session, lease moved."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The routing state machine of spec §3.5 and the session mutators of §3.7 and §4, driven through
+"""The routing state machine of docs/behaviour.md §3.5 and the session mutators of §3.7 and §4, driven through
 `Turnlog.get_or_create_session` and friends with an injected clock and sequential session ids."""
 
 from __future__ import annotations
@@ -391,7 +391,7 @@ def test_force_new_ends_the_previous_session_with_session_reset(open_engine, clo
     assert route_of(t, fresh.session_key)["session_id"] == fresh.session_id
 
 
-# --- switch_session (spec §4) -------------------------------------------------------------------
+# --- switch_session (docs/behaviour.md §4) -------------------------------------------------------------------
 
 
 def test_switch_to_an_unknown_key_returns_none(open_engine):
@@ -494,7 +494,7 @@ def test_sources_sharing_a_key_string_get_different_routes_and_sessions(open_eng
     assert t.get_or_create_session(chat_with_colon).session_id == a.session_id
 
 
-# --- in-process single flight (spec §3.6) -------------------------------------------------------
+# --- in-process single flight (docs/behaviour.md §3.6) -------------------------------------------------------
 
 
 class GatedClock(ManualClock):

@@ -1,4 +1,4 @@
-"""Slack keys gained the workspace (scope) after older gateways stored scope-less ones (spec §12)."""
+"""Slack keys gained the workspace (scope) after older gateways stored scope-less ones (docs/behaviour.md §12)."""
 
 import pytest
 

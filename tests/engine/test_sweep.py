@@ -1,4 +1,4 @@
-"""The startup ledger sweep (spec §6.2): owed replies of gone boots are re-sent, at most 3 attempts in all.
+"""The startup ledger sweep (docs/behaviour.md §6.2): owed replies of gone boots are re-sent, at most 3 attempts in all.
 
 Rows owned by a boot that is gone are claimed (one more attempt) and re-sent with the "Recovered
 reply" prefix; after the third attempt a row is abandoned, and so is a row older than 24 hours. A

@@ -119,7 +119,7 @@ def test_every_routing_key_points_at_the_fixtures_session(imported) -> None:
         scoped = _scoped({"session_key": key, "origin_json": json.dumps(entry["origin"])})
         assert routes[scoped] == entry["session_id"], key
     assert len(routes) == 10
-    # The Slack thread's origin names its workspace: it moved to the workspace key (spec §12 rule 1).
+    # The Slack thread's origin names its workspace: it moved to the workspace key (docs/behaviour.md §12 rule 1).
     assert report.routes_rekeyed == [{
         "hermes_key": "agent:main:slack:group:C07QWERTY12:1794648600.412305",
         "session_key": "agent:main:slack:group:T04ABCDEF1:C07QWERTY12:1794648600.412305",
@@ -181,7 +181,7 @@ def test_a_new_message_from_each_imported_chat_lands_in_the_imported_session(tmp
         t.import_hermes(HOME)
         for key, entry in hermes_routing().items():
             result = t.get_or_create_session(SessionSource.from_dict(entry["origin"]))
-            if entry["suspended"]:  # /stop: the next message starts a new session (spec §3.5)
+            if entry["suspended"]:  # /stop: the next message starts a new session (docs/behaviour.md §3.5)
                 assert result.created and result.previous_session_id == entry["session_id"], key
                 assert result.reason == "suspended"
             else:
@@ -226,7 +226,7 @@ def test_a_turn_continues_an_imported_transcript(tmp_path) -> None:
         assert seen == [6]
 
 
-# -- Slack legacy keys (spec §12) ----------------------------------------------------------------
+# -- Slack legacy keys (docs/behaviour.md §12) ----------------------------------------------------------------
 
 
 def _edit_routing(home: Path, key: str, change) -> None:  # type: ignore[no-untyped-def]

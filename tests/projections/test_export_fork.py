@@ -1,4 +1,4 @@
-"""Export (Hermes' export shape, spec §10) and fork, at the public surface (API and CLI).
+"""Export (Hermes' export shape, docs/behaviour.md §10) and fork, at the public surface (API and CLI).
 
 Transcripts are written the way an agent loop writes them: `acquire_lease`, then `append_message`
 for the user message, an assistant message with tool calls, the tool's result (tool_call_id and

@@ -1,6 +1,6 @@
-"""Acceptance: full-text search of transcripts (spec §10) through the API and the CLI.
+"""Acceptance: full-text search of transcripts (docs/behaviour.md §10) through the API and the CLI.
 
-One test per query-sanitising rule (every example of spec §10, plus NEAR, column filters, `^`,
+One test per query-sanitising rule (every example of docs/behaviour.md §10, plus NEAR, column filters, `^`,
 control characters and the 2048-character cap), Chinese / Japanese / Korean queries of 1, 2, 3
 and 8 characters, filters, ranking and snippets.
 """
@@ -93,7 +93,7 @@ def found(t: Turnlog, query: str, **filters) -> set[str]:
     return out
 
 
-# -- sanitising: every example of spec §10 ----------------------------------------------------
+# -- sanitising: every example of docs/behaviour.md §10 ----------------------------------------------------
 
 SPEC_EXAMPLES = [
     ("chat-send", '"chat-send"', {"please run chat-send now"}),

@@ -1,4 +1,4 @@
-"""Delivery-ledger commands: record a reply's obligation, attempt it, settle it (spec §6.2)."""
+"""Delivery-ledger commands: record a reply's obligation, attempt it, settle it (docs/behaviour.md §6.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crash recovery as a replay (spec §6, §7; seed 002 §7).
+"""Crash recovery as a replay (docs/behaviour.md §6, §7; seed 002 §7).
 
 What a crashed boot left behind is read from the log: a turn lease still held by a boot that
 never recorded a clean stop is an interrupted turn (the durable active-turn marker). For each:
@@ -424,7 +424,7 @@ class RecoveryCommands:
             if delivery.state == "attempting" and delivery.owner == self.owner:
                 return "skipped", None  # in flight in this very process
             if delivery.state == "attempting" and delivery.owner and self.boot_alive(delivery.owner):
-                return "skipped", None  # a live gateway is sending it (spec §6.2: only dead owners' rows)
+                return "skipped", None  # a live gateway is sending it (docs/behaviour.md §6.2: only dead owners' rows)
             now = ctx.clock.now()
             if delivery.attempts >= MAX_ATTEMPTS or now - delivery.recorded_at > DELIVERY_MAX_AGE:
                 delivery.abandon("max_attempts" if delivery.attempts >= MAX_ATTEMPTS else "too_old", at=now,
@@ -453,7 +453,7 @@ class RecoveryCommands:
         return "abandoned" if settled.state == "abandoned" else "failed"
 
     def resume_candidates(self, name: str = "main") -> list[dict[str, Any]]:
-        """Sessions to auto-resume now (spec §7.3); empty during a boot storm."""
+        """Sessions to auto-resume now (docs/behaviour.md §7.3); empty during a boot storm."""
         gateway = self.gateway(name)
         now = self.ctx.clock.now()
         if gateway is not None and gateway.boot_storm(now):

@@ -1,4 +1,4 @@
-"""Compression rotation (spec §11): the conversation continues in a child session.
+"""Compression rotation (docs/behaviour.md §11): the conversation continues in a child session.
 
 One transaction ends the parent (reason compression), creates the child with its lineage,
 re-points the route, and moves the running turn's lease to the child: the parent's lease is

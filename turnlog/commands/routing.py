@@ -1,4 +1,4 @@
-"""Routing commands: which session a message belongs to, and the session lifecycle (spec §3, §4).
+"""Routing commands: which session a message belongs to, and the session lifecycle (docs/behaviour.md §3, §4).
 
 Decisions read aggregates (strongly consistent) and save their events in one transaction, so a
 race between processes is settled by optimistic concurrency: the loser re-reads and adopts the
@@ -143,7 +143,7 @@ class RoutingCommands:
         return self._new_session(route, rk, origin, reason, current, now, actor, cause, also)
 
     def _legacy_slack_route(self, source: SessionSource) -> Route | None:
-        """The pre-workspace route this scoped Slack source may take over (spec §12), or None.
+        """The pre-workspace route this scoped Slack source may take over (docs/behaviour.md §12), or None.
 
         A legacy route whose origin names a workspace moves only to that workspace; a scope-less
         DM goes to the first workspace that arrives; a scope-less channel or group never moves,
@@ -202,7 +202,7 @@ class RoutingCommands:
 
     def switch_session(self, route_id: Any, target_session_id: str, *, actor: str, cause: str,
                        force: bool = True) -> RouteResult | None:
-        """Point a routing key at an existing session (spec §4); None when the key is unknown.
+        """Point a routing key at an existing session (docs/behaviour.md §4); None when the key is unknown.
 
         Without `force`, a session that belongs to another key (never bound to this route, last
         used under another key) is refused with SessionOwnedElsewhere."""

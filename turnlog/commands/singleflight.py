@@ -1,4 +1,4 @@
-"""Concurrent calls for one key in one process share one result (spec §3.6)."""
+"""Concurrent calls for one key in one process share one result (docs/behaviour.md §3.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (spec §8, §9).
+"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (docs/behaviour.md §8, §9).
 
 /new and /reset follow seed 000 §5: the running turn's lease is revoked (its generation is over,
 so its later writes are refused), conversation-scoped state is cleared and async children are

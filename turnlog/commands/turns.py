@@ -1,4 +1,4 @@
-"""Turn commands: the cross-process turn lease and fenced transcript writes (spec §5, §10).
+"""Turn commands: the cross-process turn lease and fenced transcript writes (docs/behaviour.md §5, §10).
 
 A token is handed to the holder; every write under it is saved with a renewal of the lease (a
 turn's first message with the acquisition itself, which reserves its seq), so a write under a

@@ -1,4 +1,4 @@
-"""Text batching (spec §14, Hermes' Weixin adapter): a user's burst of texts becomes one turn.
+"""Text batching (docs/behaviour.md §14, Hermes' Weixin adapter): a user's burst of texts becomes one turn.
 
 Texts for one key that arrive within a debounce window of each other are merged (the Inbox
 already merges a human text into the waiting tail item); the item runs only once the window

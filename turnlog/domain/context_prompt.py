@@ -1,4 +1,4 @@
-"""The session-context section of an agent's system prompt (spec §13), pure text from a source.
+"""The session-context section of an agent's system prompt (docs/behaviour.md §13), pure text from a source.
 
 A gateway hands it to its agent so the agent knows where it is talking: the platform and chat,
 who the user is (or that several users share the session), and nothing a user could use to
@@ -65,7 +65,7 @@ def build_session_context(source: SessionSource, *, redact_pii: bool = False,
                           pii_safe_platforms: Iterable[str] = (), group_sessions_per_user: bool = True,
                           thread_sessions_per_user: bool = False, session_key: str | None = None,
                           session_id: str | None = None) -> str:
-    """The prompt text of the session's context (spec §13).
+    """The prompt text of the session's context (docs/behaviour.md §13).
 
     `pii_safe_platforms`: plugin platforms registered pii_safe (redacted like the built-in four).
     A shared session (its key names no participant) gets no user line, so the prompt stays the
@@ -101,7 +101,7 @@ def build_session_context(source: SessionSource, *, redact_pii: bool = False,
 
 
 def _description(source: SessionSource, user: str | None, chat: str, redact: bool) -> str:
-    """The source's description (spec §1) with labels quoted and ids as shown; redacted: no thread."""
+    """The source's description (docs/behaviour.md §1) with labels quoted and ids as shown; redacted: no thread."""
     if source.platform == Platform.LOCAL:
         return "CLI terminal"
     if source.chat_type == ChatType.DM:

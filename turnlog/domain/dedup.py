@@ -1,4 +1,4 @@
-"""Inbound dedup rules (spec §14, made durable): which accepted message a new one repeats.
+"""Inbound dedup rules (docs/behaviour.md §14, made durable): which accepted message a new one repeats.
 
 Hermes keeps its dedup cache in memory (TTL 300 s from first sighting, lost on restart). turnlog
 keeps both of its keys in the log, so a restart or a second process forgets nothing:

@@ -1,4 +1,4 @@
-"""Delivery: the obligation to send one reply, from recorded to delivered (spec §6.2, §6.3).
+"""Delivery: the obligation to send one reply, from recorded to delivered (docs/behaviour.md §6.2, §6.3).
 
 Keyed on the session_id and the reply's sequence number, never on the routing key, so a later
 /new or /resume on the same key cannot act on it. It is recorded in the same transaction as the

@@ -1,4 +1,4 @@
-"""Turning what a user typed into a full-text query that SQLite FTS5 always accepts (spec §10).
+"""Turning what a user typed into a full-text query that SQLite FTS5 always accepts (docs/behaviour.md §10).
 
 Pure: no I/O. `sanitize_fts5_query` gives the FTS5 expression for the word index (unicode61);
 `plan_query` also splits it into terms so that Chinese, Japanese and Korean text, which the word

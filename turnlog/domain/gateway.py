@@ -1,4 +1,4 @@
-"""Gateway: the boots of one named gateway, in order (spec §7, seed 002 §7).
+"""Gateway: the boots of one named gateway, in order (docs/behaviour.md §7, seed 002 §7).
 
 A boot starts, may begin a drain, and stops — cleanly, or with its drain timed out. A boot that
 never recorded a stop ended uncleanly (a crash, SIGKILL, power loss): that is read from the log

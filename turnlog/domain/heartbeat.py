@@ -1,4 +1,4 @@
-"""Heartbeat: the liveness of one gateway boot, across processes and hosts (spec §6.2).
+"""Heartbeat: the liveness of one gateway boot, across processes and hosts (docs/behaviour.md §6.2).
 
 A boot records its heartbeat in the same transaction as its start, and its lease keeper renews it
 every third of `heartbeat_ttl_s`; a clean stop ends it. Another boot is treated as dead — its rows

@@ -1,4 +1,4 @@
-"""Inbox: the durable inbound queue of one routing key (spec §8).
+"""Inbox: the durable inbound queue of one routing key (docs/behaviour.md §8).
 
 A message is accepted as an event before any processing, so a crash never loses it. Pending
 items are served strictly in order, one turn per item. The head item is the "pending slot";

@@ -68,7 +68,7 @@ def resolve_routing_key(
 
 def require_conversation(source: SessionSource) -> None:
     """What the engine routes must name its conversation. The key rules give an anonymous source a
-    shared sink (`agent:main:signal:dm`, `agent:main:telegram:group`: spec §2), so every such
+    shared sink (`agent:main:signal:dm`, `agent:main:telegram:group`: docs/behaviour.md §2), so every such
     message of a platform would land in one session; the engine refuses them instead."""
     if source.chat_type == ChatType.DM:
         if not (source.chat_id or source.user_id_alt or source.user_id or source.thread_id):

@@ -1,4 +1,4 @@
-"""TurnLease: who may write a session's transcript right now (spec §5, seed 000 §3).
+"""TurnLease: who may write a session's transcript right now (docs/behaviour.md §5, seed 000 §3).
 
 One lease per session_id, shared by every process on the log. Each acquisition gets the next
 epoch. Every transcript write is saved together with a renewal of the lease (a turn's first

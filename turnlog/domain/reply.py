@@ -1,4 +1,4 @@
-"""Rich replies: what a responder may return besides a plain string (spec §10 message fields).
+"""Rich replies: what a responder may return besides a plain string (docs/behaviour.md §10 message fields).
 
 A turn's reply may be several messages, returned as a list or streamed from a generator:
 assistant messages carrying `tool_calls`, tool results (`tool_call_id`, `name`), and a final

@@ -1,6 +1,6 @@
 """Session: the lifecycle flags of one conversation, never its transcript.
 
-State machine (each arrow is one event; spec §3):
+State machine (each arrow is one event; docs/behaviour.md §3):
 
     created --touched--> created           (activity: the reset policy's clock)
     created --suspended--> suspended        (the next routed message gets a new session)

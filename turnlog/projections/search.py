@@ -1,4 +1,4 @@
-"""The transcripts read model and their full-text index (spec §10): two FTS5 indexes over one table.
+"""The transcripts read model and their full-text index (docs/behaviour.md §10): two FTS5 indexes over one table.
 
 `search_messages` holds every message: what is searched (`text`: its content, tool name and tool
 calls), what a search filters on (its filing, role, time) and the message's other fields

@@ -4,7 +4,7 @@
 - CJK text, every term 3 characters or more: the trigram index (substring match), bm25.
 - CJK text with a 1- or 2-character term, which no trigram can hold, or a term that mixes CJK
   with other text (the trigram index holds only CJK runs): a LIKE scan of the projection's own
-  message table, newest first (spec §10; the same messages, only slower).
+  message table, newest first (docs/behaviour.md §10; the same messages, only slower).
 
 Ranking is BM25 (FTS5's formula and statistics, search_rank.py) over the newest matches after
 filters: RANK_WINDOW of them, or RANK_DEPTH times the number of hits asked for if that is more.
