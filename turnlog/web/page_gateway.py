@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .html import Markup, link, table, tag, text, url
+from .html import Markup, link, session_href, table, tag, text, url
 from .viewer import Result, Viewer
 from . import log_queries
 
@@ -40,7 +40,7 @@ def _boot(b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _session_link(row: dict[str, Any]) -> Markup:
-    return link(f"/sessions/{row['session_id']}", row["session_id"])
+    return link(session_href(row["session_id"]), row["session_id"])
 
 
 def _body(d: dict[str, Any]) -> Markup:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from .html import Markup, link, table, tag, text, url
+from .html import Markup, link, session_href, table, tag, text, url
 from .viewer import Result, Viewer
 from . import log_queries
 
@@ -78,7 +78,7 @@ def _body(d: dict[str, Any]) -> Markup:
         + text(" to ") + tag("input", name="b", value=f"#{pos}", size=10, id="diff-b")
         + tag("button", "diff", type="submit")), method="get", action="/travel/diff", class_="filters")
     here = tag("p", f"as of #{pos} of {head} · {d['at']}", id="as-of", **{"data-position": pos})
-    sl = {"session_id": lambda r: link(f"/sessions/{r['session_id']}", r["session_id"]) if r.get("session_id") else ""}
+    sl = {"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"]) if r.get("session_id") else ""}
     pages = max(1, -(-d["routes_total"] // d["keys_per_page"]))
     pager = []
     if d["page"] > 1:
@@ -121,6 +121,6 @@ def diff(v: Viewer, params: dict[str, str]) -> Result:
         + table(keys, ["session_key", "change", "from_session", "to_session", "reason"], empty="no key changed")
         + tag("h2", "Sessions (created, ended, leases, messages, deliveries)")
         + table(sessions, ["session_id", "session", "lease", "messages_added", "deliveries"],
-                cells={"session_id": lambda r: link(f"/sessions/{r['session_id']}", r["session_id"])},
+                cells={"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"])},
                 empty="no session changed"))
     return Result(f"Diff #{d['from']} → #{d['to']}", data, body)
