@@ -20,7 +20,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..errors import InvalidRequest, NotFound
 from .html import Markup, page, tag, text
 from . import page_gateway, page_integrity, page_sessions, page_travel, plot, log_queries
-from .viewer import Result, Viewer
+from .origin import SameOriginGate
+from .snapshot import Snapshot
+from .viewer import Busy, Result, Viewer
 
 TOKEN_COOKIE = "turnlog_token"
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
@@ -42,22 +44,27 @@ def _params(request: Request) -> dict[str, str]:
 def _error(request: Request, status: int, message: str) -> Response:
     if _wants_json(request):
         return _Json({"error": message, "status": status}, status_code=status)
-    title = {400: "Bad request", 404: "Not found"}.get(status, "Error")
+    title = {400: "Bad request", 404: "Not found", 503: "Busy"}.get(status, "Error")
     return HTMLResponse(page(title, tag("p", message, class_="error"), path=request.url.path), status_code=status)
 
 
 def _page(viewer: Viewer, build: Callable[..., Result], *path_params: str) -> Callable[[Request], Any]:
     def endpoint(request: Request) -> Response:
-        try:
-            result = build(viewer, *(request.path_params[p] for p in path_params), _params(request))
-        except NotFound as e:
-            return _error(request, 404, str(e))
-        except InvalidRequest as e:
-            return _error(request, 400, str(e))
-        if _wants_json(request):
-            return _Json(result.data)
-        return HTMLResponse(page(result.title, result.body, path=request.url.path, query=_requery(request),
-                                 snapshot=viewer.banner))
+        # The whole page, rendering included, reads the snapshot it started on (a reload meanwhile
+        # closes that one only after this request is done with it).
+        with viewer.use() as snap:
+            try:
+                result = build(snap, *(request.path_params[p] for p in path_params), _params(request))
+            except NotFound as e:
+                return _error(request, 404, str(e))
+            except InvalidRequest as e:
+                return _error(request, 400, str(e))
+            except Busy as e:
+                return _error(request, 503, str(e))
+            if _wants_json(request):
+                return _Json(result.data)
+            return HTMLResponse(page(result.title, result.body, path=request.url.path, query=_requery(request),
+                                     snapshot=snap.banner))
     return endpoint
 
 
@@ -65,7 +72,7 @@ def _requery(request: Request) -> str:
     return urlencode([(k, v) for k, v in request.query_params.multi_items() if k not in ("format", "token")])
 
 
-def _plot_page(viewer: Viewer, params: dict[str, str]) -> Result:
+def _plot_page(viewer: Snapshot, params: dict[str, str]) -> Result:
     points = _points(viewer)
     body = tag("figure", text(_svg_markup(points)), id="plot")
     turns = sum(p["turns"] for p in points)
@@ -77,7 +84,7 @@ def _svg_markup(points: list[dict[str, Any]]) -> Markup:
     return Markup(plot.svg(points))  # built from numbers and escaped labels only
 
 
-def _points(viewer: Viewer) -> list[dict[str, Any]]:
+def _points(viewer: Snapshot) -> list[dict[str, Any]]:
     return viewer.cached("plot", lambda: plot.per_minute(log_queries.turn_spans(viewer.t)))
 
 
@@ -124,16 +131,22 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
 
     def run_check(request: Request) -> Response:
         try:
-            job = page_integrity.start_check(v, request.query_params.get("check", ""))
+            job, started = page_integrity.start_check(v, request.query_params.get("check", ""))
         except InvalidRequest as e:
             return _error(request, 400, str(e))
-        return _Json(job.to_dict(), status_code=202)
+        return _Json(job.to_dict(), status_code=202 if started else 200)
 
     def plot_svg(request: Request) -> Response:
-        return Response(plot.svg(_points(v)), media_type="image/svg+xml")
+        with v.use() as snap:
+            return Response(plot.svg(_points(snap)), media_type="image/svg+xml")
 
     def reload(request: Request) -> Response:
-        v.reload()
+        try:
+            v.reload()
+        except Busy as e:
+            return _error(request, 503, str(e))
+        except (NotFound, InvalidRequest) as e:  # the file went away or cannot be read now
+            return _error(request, 400, str(e))
         return RedirectResponse("/", status_code=303)
 
     routes = [
@@ -151,7 +164,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
         Route("/reload", reload, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("turnlog.web", "static")]), name="static"),
     ]
-    middleware = []
+    middleware = [Middleware(SameOriginGate)]
     if allowed_hosts:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
     if token:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from .html import Markup, link, session_href, table, tag, text, url
-from .viewer import Result, Viewer
+from .snapshot import Snapshot
+from .viewer import Result
 from . import log_queries
 
 
-def gateway_now(v: Viewer, params: dict[str, str]) -> Result:
+def gateway_now(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
     names = log_queries.gateway_names(t)
     gateways = []

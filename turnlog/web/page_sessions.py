@@ -9,7 +9,8 @@ import orjson
 
 from ..errors import InvalidRequest
 from .html import Markup, join, link, session_href, table, tag, text, url
-from .viewer import Result, Viewer
+from .snapshot import Snapshot
+from .viewer import Result
 from . import log_queries
 
 PAGE_SIZE = 100
@@ -33,7 +34,7 @@ def _page_number(params: dict[str, str]) -> int:
     return int(raw)
 
 
-def sessions(v: Viewer, params: dict[str, str]) -> Result:
+def sessions(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
     platform, state, key, q = (params.get(n, "").strip() for n in ("platform", "state", "key", "q"))
     if state and state not in STATES:
@@ -113,7 +114,7 @@ def _snippet(snippet: Any) -> Markup:
     return Markup("".join(out))
 
 
-def session(v: Viewer, session_id: str, params: dict[str, str]) -> Result:
+def session(v: Snapshot, session_id: str, params: dict[str, str]) -> Result:
     t = v.t
     s = v.session(session_id)  # NotFound -> 404
     messages = t.transcript(session_id)
@@ -188,7 +189,7 @@ def _event_link(session_id: str, row: dict[str, Any]) -> Markup:
     return link(session_href(session_id, "at", row["position"]), f"#{row['position']}", class_="event-link")
 
 
-def parse_position(v: Viewer, raw: str) -> int:
+def parse_position(v: Snapshot, raw: str) -> int:
     text_ = raw.strip().removeprefix("#")
     if not text_.isdigit():
         raise InvalidRequest(f"bad log position {raw!r} (expected #N)")
@@ -198,7 +199,7 @@ def parse_position(v: Viewer, raw: str) -> int:
     return position
 
 
-def session_at(v: Viewer, session_id: str, raw_position: str, params: dict[str, str]) -> Result:
+def session_at(v: Snapshot, session_id: str, raw_position: str, params: dict[str, str]) -> Result:
     t = v.t
     v.session(session_id)  # NotFound -> 404
     position = parse_position(v, raw_position)

@@ -7,13 +7,14 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from .html import Markup, link, session_href, table, tag, text, url
-from .viewer import Result, Viewer
+from .snapshot import Snapshot
+from .viewer import Result
 from . import log_queries
 
 KEYS_PER_PAGE = 50
 
 
-def moment(v: Viewer, raw: str | None, default: int) -> int:
+def moment(v: Snapshot, raw: str | None, default: int) -> int:
     """A position from `#N`, `N` or an ISO time (400 for anything else or outside the log)."""
     if raw is None or not raw.strip():
         return default
@@ -23,7 +24,7 @@ def moment(v: Viewer, raw: str | None, default: int) -> int:
     return v.t.at(raw).position
 
 
-def travel(v: Viewer, params: dict[str, str]) -> Result:
+def travel(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
     head = log_queries.head(t)
     if head == 0:
@@ -106,7 +107,7 @@ def _body(d: dict[str, Any]) -> Markup:
                                       empty="nothing waiting"))
 
 
-def diff(v: Viewer, params: dict[str, str]) -> Result:
+def diff(v: Snapshot, params: dict[str, str]) -> Result:
     head = log_queries.head(v.t)
     a = moment(v, params.get("a"), 1)
     b = moment(v, params.get("b"), head)

@@ -1,0 +1,108 @@
+"""Issue 19 items 1 and 2 (part): a reload while a request is running never closes the snapshot
+that request reads; the old one is closed (its copy removed) when its last request ends, and at
+most the current and one draining snapshot exist. A real server, real concurrent requests; the
+slow request is held open by an event the test controls."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import uvicorn
+
+import web_db
+from turnlog import Turnlog
+from turnlog.web.app import LOOPBACK_HOSTS, create_app
+
+WAIT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def copies(folder: str) -> list[str]:
+    return sorted(n for n in os.listdir(folder) if n.startswith("turnlog-web-"))
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    db = str(tmp_path / "log.db")
+    ids = web_db.build(db)
+    srv = uvicorn.Server(uvicorn.Config(create_app(db, allowed_hosts=LOOPBACK_HOSTS), host="127.0.0.1",
+                                        port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + WAIT_S
+    while not srv.started:  # uvicorn offers no event for this; a bounded wait for its flag
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{srv.config.port}", str(tmp), ids
+    srv.should_exit = True
+    thread.join(timeout=WAIT_S)
+    assert copies(str(tmp)) == []  # the server's shutdown removed its copy
+
+
+def hold(monkeypatch, method: str) -> tuple[threading.Event, threading.Event]:
+    """Make Turnlog.<method> wait, once entered, until the test releases it."""
+    entered, release = threading.Event(), threading.Event()
+    original = getattr(Turnlog, method)
+
+    def held(self, *args, **kwargs):
+        entered.set()
+        assert release.wait(WAIT_S), "the test never released the request"
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(Turnlog, method, held)
+    return entered, release
+
+
+def test_a_reload_during_a_request_leaves_it_its_snapshot(served, monkeypatch):
+    base, tmp, ids = served
+    entered, release = hold(monkeypatch, "diff")
+    assert len(copies(tmp)) == 1
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(httpx.get, base + "/travel/diff?a=%231&b=%2340&format=json", timeout=WAIT_S)
+        assert entered.wait(WAIT_S)
+        reloaded = httpx.post(base + "/reload", timeout=WAIT_S)
+        assert reloaded.status_code == 303, reloaded.text
+        assert len(copies(tmp)) == 2  # the new one, and the one the diff still reads
+        # A third snapshot is refused while the second still drains.
+        again = httpx.post(base + "/reload", timeout=WAIT_S)
+        assert again.status_code == 503 and "still serves 1 request" in again.text
+        assert len(copies(tmp)) == 2
+        fresh = httpx.get(base + "/sessions?format=json", timeout=WAIT_S)  # served by the new snapshot
+        assert fresh.status_code == 200 and len(fresh.json()["sessions"]) == 3
+        release.set()
+        done = slow.result(timeout=WAIT_S)
+    assert done.status_code == 200, done.text[:300]
+    assert (done.json()["from"], done.json()["to"]) == (1, 40)
+    assert len(copies(tmp)) == 1  # the drained snapshot was closed when its last request ended
+    assert httpx.post(base + "/reload", timeout=WAIT_S).status_code == 303
+    assert len(copies(tmp)) == 1  # nothing drains: the old one closes at once
+
+
+def test_a_check_running_across_a_reload_keeps_its_snapshot(served, monkeypatch):
+    base, tmp, ids = served
+    entered, release = hold(monkeypatch, "verify_chain")
+    started = httpx.post(base + "/integrity/run?check=chain", timeout=WAIT_S)
+    assert started.status_code == 202
+    assert entered.wait(WAIT_S)
+    assert httpx.post(base + "/reload", timeout=WAIT_S).status_code == 303
+    assert len(copies(tmp)) == 2
+    [thread] = [t for t in threading.enumerate() if t.name == "turnlog-web-chain"]
+    release.set()
+    thread.join(WAIT_S)
+    job = httpx.get(base + f"/integrity/checks/{started.json()['id']}", timeout=WAIT_S).json()
+    assert job["state"] == "done" and job["result"]["chain"] == {"breaks": []}, job
+    assert len(copies(tmp)) == 1
