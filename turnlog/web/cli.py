@@ -51,4 +51,7 @@ def web(ctx: click.Context, host: str, port: int, token: str | None) -> None:
         click.echo(f"Warning: serving on {host}, beyond this machine; every request needs the token.", err=True)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"turnlog web: http://{shown}:{port}/ (read-only view of {db}; Ctrl-C stops)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:  # also when uvicorn stops before its lifespan ends (a port in use): no copy left behind
+        app.state.viewer.close()
