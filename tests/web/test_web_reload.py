@@ -6,27 +6,19 @@ slow request is held open by an event the test controls."""
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
 
 import web_db
+from web_server import serve
 from turnlog import Turnlog
 from turnlog.web.app import LOOPBACK_HOSTS, create_app
 
 WAIT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def copies(folder: str) -> list[str]:
@@ -40,17 +32,8 @@ def served(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     db = str(tmp_path / "log.db")
     ids = web_db.build(db)
-    srv = uvicorn.Server(uvicorn.Config(create_app(db, allowed_hosts=LOOPBACK_HOSTS), host="127.0.0.1",
-                                        port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + WAIT_S
-    while not srv.started:  # uvicorn offers no event for this; a bounded wait for its flag
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{srv.config.port}", str(tmp), ids
-    srv.should_exit = True
-    thread.join(timeout=WAIT_S)
+    with serve(create_app(db, allowed_hosts=LOOPBACK_HOSTS)) as base:
+        yield base, str(tmp), ids
     assert copies(str(tmp)) == []  # the server's shutdown removed its copy
 
 
@@ -59,11 +42,11 @@ def hold(monkeypatch, method: str) -> tuple[threading.Event, threading.Event]:
     entered, release = threading.Event(), threading.Event()
     original = getattr(Turnlog, method)
 
-    def held(self, *args, **kwargs):
+    def waiting(self, *args, **kwargs):
         entered.set()
         assert release.wait(WAIT_S), "the test never released the request"
         return original(self, *args, **kwargs)
-    monkeypatch.setattr(Turnlog, method, held)
+    monkeypatch.setattr(Turnlog, method, waiting)
     return entered, release
 
 

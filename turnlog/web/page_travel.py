@@ -112,7 +112,7 @@ def diff(v: Snapshot, params: dict[str, str]) -> Result:
     a = moment(v, params.get("a"), 1)
     b = moment(v, params.get("b"), head)
     key = params.get("key", "").strip() or None
-    d = v.t.diff(a, b, key=key)
+    d = v.t.diff(a, b, key=key, max_events=v.max_diff_events)  # TooLarge -> 413
     keys = [{"session_key": k, **c} for k, changes in d["keys"].items() for c in changes]
     sessions = [{"session_id": sid, **c} for sid, c in d["sessions"].items()]
     data = {**d, "key": key}

@@ -15,8 +15,9 @@ from .store import Copy
 
 
 class Snapshot:
-    def __init__(self, path: str, copy: Copy, checks: Checks) -> None:
+    def __init__(self, path: str, copy: Copy, checks: Checks, *, max_diff_events: int | None = None) -> None:
         self.path = path
+        self.max_diff_events = max_diff_events
         self.copy = copy
         self.t: Turnlog = copy.t
         self.checks = checks

@@ -19,7 +19,10 @@ from .checks import Checks, Job
 from .snapshot import Snapshot
 from .store import Copy, open_read_only, remove_stale_copies
 
-__all__ = ["Busy", "Job", "Result", "Snapshot", "Viewer"]
+__all__ = ["Busy", "Job", "MAX_DIFF_EVENTS", "Result", "Snapshot", "Viewer"]
+
+# About a second of work on one core; a longer stretch of log is read by key or in steps.
+MAX_DIFF_EVENTS = 20_000
 
 
 class Busy(TurnlogError):
@@ -35,8 +38,10 @@ class Result:
 
 
 class Viewer:
-    def __init__(self, path: str, opener: Callable[[str], Copy] = open_read_only) -> None:
+    def __init__(self, path: str, opener: Callable[[str], Copy] = open_read_only, *,
+                 max_diff_events: int = MAX_DIFF_EVENTS) -> None:
         self.path = path
+        self.max_diff_events = max_diff_events
         self._opener = opener
         self._lock = threading.Lock()  # guards current, draining and the users counts
         self._reloading = threading.Lock()
@@ -48,7 +53,7 @@ class Viewer:
     def _open(self) -> Snapshot:
         copy = self._opener(self.path)
         try:
-            return Snapshot(self.path, copy, self.checks)
+            return Snapshot(self.path, copy, self.checks, max_diff_events=self.max_diff_events)
         except BaseException:
             copy.close()
             raise
