@@ -75,7 +75,7 @@ def remove_stale_copies(root: str | None = None) -> list[str]:
     """Remove the snapshot folders of viewers whose process is gone; returns the folders removed.
     Folders of a live process (or of a pid this user may not signal) are left alone."""
     root = root or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:
