@@ -10,12 +10,12 @@ import pytest
 from starlette.testclient import TestClient
 
 import web_db
+from web_server import WAIT_S, held
 from turnlog import Turnlog
 from turnlog.web.app import LOOPBACK_HOSTS, create_app
 KEPT = 20  # the checks the viewer remembers (turnlog/web/checks.py)
 
 BASE = "http://127.0.0.1"
-WAIT_S = 60
 EVIL = "http://evil.example"
 
 
@@ -53,24 +53,17 @@ def test_a_same_origin_post_is_served(client):
 
 
 def test_one_running_check_per_kind(client, monkeypatch):
-    entered, release = threading.Event(), threading.Event()
-    original = Turnlog.verify_chain
-
-    def held(self):
-        entered.set()
-        assert release.wait(WAIT_S)
-        return original(self)
-    monkeypatch.setattr(Turnlog, "verify_chain", held)
-    first = client.post("/integrity/run?check=chain", headers={"origin": BASE})
-    assert first.status_code == 202
-    assert entered.wait(WAIT_S)
-    again = [client.post("/integrity/run?check=chain", headers={"origin": BASE}) for _ in range(10)]
-    assert {r.status_code for r in again} == {200}
-    assert {r.json()["id"] for r in again} == {first.json()["id"]}
-    threads = [t for t in threading.enumerate() if t.name == "turnlog-web-chain"]
-    assert len(threads) == 1
-    release.set()
-    threads[0].join(WAIT_S)
+    with held(monkeypatch, Turnlog, "verify_chain") as ([entered], release):
+        first = client.post("/integrity/run?check=chain", headers={"origin": BASE})
+        assert first.status_code == 202
+        assert entered.wait(WAIT_S)
+        again = [client.post("/integrity/run?check=chain", headers={"origin": BASE}) for _ in range(10)]
+        assert {r.status_code for r in again} == {200}
+        assert {r.json()["id"] for r in again} == {first.json()["id"]}
+        threads = [t for t in threading.enumerate() if t.name == "turnlog-web-chain"]
+        assert len(threads) == 1
+        release.set()
+        threads[0].join(WAIT_S)
     assert [c["state"] for c in client.get("/integrity?format=json").json()["checks"]] == ["done"]
 
 

@@ -14,11 +14,9 @@ import httpx
 import pytest
 
 import web_db
-from web_server import serve
+from web_server import WAIT_S, held, serve
 from turnlog import Turnlog
 from turnlog.web.app import LOOPBACK_HOSTS, create_app
-
-WAIT_S = 60
 
 
 def copies(folder: str) -> list[str]:
@@ -37,24 +35,10 @@ def served(tmp_path, monkeypatch):
     assert copies(str(tmp)) == []  # the server's shutdown removed its copy
 
 
-def hold(monkeypatch, method: str) -> tuple[threading.Event, threading.Event]:
-    """Make Turnlog.<method> wait, once entered, until the test releases it."""
-    entered, release = threading.Event(), threading.Event()
-    original = getattr(Turnlog, method)
-
-    def waiting(self, *args, **kwargs):
-        entered.set()
-        assert release.wait(WAIT_S), "the test never released the request"
-        return original(self, *args, **kwargs)
-    monkeypatch.setattr(Turnlog, method, waiting)
-    return entered, release
-
-
 def test_a_reload_during_a_request_leaves_it_its_snapshot(served, monkeypatch):
     base, tmp, ids = served
-    entered, release = hold(monkeypatch, "diff")
-    assert len(copies(tmp)) == 1
-    with ThreadPoolExecutor(1) as pool:
+    with held(monkeypatch, Turnlog, "diff") as ([entered], release), ThreadPoolExecutor(1) as pool:
+        assert len(copies(tmp)) == 1
         slow = pool.submit(httpx.get, base + "/travel/diff?a=%231&b=%2340&format=json", timeout=WAIT_S)
         assert entered.wait(WAIT_S)
         reloaded = httpx.post(base + "/reload", timeout=WAIT_S)
@@ -77,15 +61,15 @@ def test_a_reload_during_a_request_leaves_it_its_snapshot(served, monkeypatch):
 
 def test_a_check_running_across_a_reload_keeps_its_snapshot(served, monkeypatch):
     base, tmp, ids = served
-    entered, release = hold(monkeypatch, "verify_chain")
-    started = httpx.post(base + "/integrity/run?check=chain", timeout=WAIT_S)
-    assert started.status_code == 202
-    assert entered.wait(WAIT_S)
-    assert httpx.post(base + "/reload", timeout=WAIT_S).status_code == 303
-    assert len(copies(tmp)) == 2
-    [thread] = [t for t in threading.enumerate() if t.name == "turnlog-web-chain"]
-    release.set()
-    thread.join(WAIT_S)
+    with held(monkeypatch, Turnlog, "verify_chain") as ([entered], release):
+        started = httpx.post(base + "/integrity/run?check=chain", timeout=WAIT_S)
+        assert started.status_code == 202
+        assert entered.wait(WAIT_S)
+        assert httpx.post(base + "/reload", timeout=WAIT_S).status_code == 303
+        assert len(copies(tmp)) == 2
+        [thread] = [t for t in threading.enumerate() if t.name == "turnlog-web-chain"]
+        release.set()
+        thread.join(WAIT_S)
     job = httpx.get(base + f"/integrity/checks/{started.json()['id']}", timeout=WAIT_S).json()
     assert job["state"] == "done" and job["result"]["chain"] == {"breaks": []}, job
     assert len(copies(tmp)) == 1

@@ -52,11 +52,15 @@ def test_a_stopped_viewer_leaves_no_copy_and_its_copy_is_private(tmp_path, sig):
     db = str(tmp_path / "log.db")
     web_db.build(db)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "web", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "web", "--port", str(port),
+                             "--max-diff-events", "5"],
                             env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        wait_until_serving(proc, f"http://127.0.0.1:{port}")
+        base = f"http://127.0.0.1:{port}"
+        wait_until_serving(proc, base)
+        too_long = httpx.get(base + "/travel/diff?a=%231&b=%2320", timeout=WAIT_S)
+        assert too_long.status_code == 413 and "more than the limit of 5" in too_long.text
         [folder] = copies(tmp)
         assert folder.startswith(f"turnlog-web-{proc.pid}-")  # named by pid: a later start can tell it is stale
         path = tmp / folder
