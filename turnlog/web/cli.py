@@ -27,7 +27,7 @@ def is_loopback(host: str) -> bool:
               help="TCP port to listen on.")
 @click.option("--token", envvar="TURNLOG_WEB_TOKEN", default=None,
               help="Access token every request must carry (?token=, a Bearer header, or the cookie it sets).")
-@click.option("--max-diff-events", default=20_000, show_default=True, type=click.IntRange(min=1),
+@click.option("--max-diff-events", default=5_000, show_default=True, type=click.IntRange(min=1),
               help="A time-travel diff that would read more events is refused (413): give a key or a shorter range.")
 @click.pass_context
 def web(ctx: click.Context, host: str, port: int, token: str | None, max_diff_events: int) -> None:
