@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..api import Turnlog
 from ..errors import TurnlogError
 from .checks import Checks, Job
 from .snapshot import Snapshot
@@ -58,18 +57,6 @@ class Viewer:
         except BaseException:
             copy.close()
             raise
-
-    @property
-    def t(self) -> Turnlog:
-        return self.current.t
-
-    @property
-    def jobs(self) -> dict[str, Job]:
-        return {j.id: j for j in self.checks.values()}
-
-    @property
-    def banner(self) -> str:
-        return self.current.banner
 
     def acquire(self) -> Snapshot:
         """The current snapshot, held until `release(it)`."""
