@@ -277,10 +277,13 @@ class Turnlog:
         self.catch_up()
         return [r.to_dict() for r in self.views.queue(self._route_ids(key))]
 
-    def ledger(self, status: str | None = None) -> list[dict[str, Any]]:
+    def ledger(self, status: str | None = None, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The delivery ledger, oldest first: only `status`'s rows, at most `limit` of them."""
+        if limit is not None and limit < 0:
+            raise InvalidRequest(f"bad limit {limit} (expected 0 or more)")
         self.catch_up()
         out = []
-        for row, content in self.views.ledger(status):
+        for row, content in self.views.ledger(status, limit):
             d = row.to_dict()
             del d["recorded_position"]
             out.append({**d, "content": content})
@@ -429,11 +432,13 @@ class Turnlog:
         self.catch_up()
         return AsOf(self.views, self.app, parse_moment(self.views, when))
 
-    def diff(self, a: str | int, b: str | int, *, key: str | None = None) -> dict[str, Any]:
-        """What changed between two moments, grouped by routing key and by session."""
+    def diff(self, a: str | int, b: str | int, *, key: str | None = None,
+             max_events: int | None = None) -> dict[str, Any]:
+        """What changed between two moments, grouped by routing key and by session (only `key`'s,
+        reading only its events). `max_events`: refuse (TooLarge) a diff that would read more."""
         self.catch_up()
         return diff_moments(self.views, self.app, parse_moment(self.views, a), parse_moment(self.views, b),
-                            key=key)
+                            key=key, max_events=max_events)
 
     def seal(self) -> int:
         """Extend the hash chain over unsealed events: 0 on SQLite, where each write seals its

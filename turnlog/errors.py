@@ -37,6 +37,11 @@ class SessionOwnedElsewhere(TurnlogError):
     """The session belongs to another routing key (or user): taking it needs an explicit force."""
 
 
+class TooLarge(InvalidRequest):
+    """What was asked for needs more work than the bound the caller set (a diff over more events
+    than its limit): narrow it."""
+
+
 class AmbiguousKey(InvalidRequest):
     """A key string names several routes (chat `a:b` + user `c`, chat `a` + user `b:c`): give a route id."""
 

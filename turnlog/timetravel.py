@@ -161,8 +161,11 @@ class AsOf:
         raise InvalidRequest(f"unknown view {name!r} (known: {', '.join(self.VIEWS)})")
 
 
-def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = None) -> dict[str, Any]:
-    """What changed between positions a and b (a < b), grouped by routing key and by session."""
+def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = None,
+         max_events: int | None = None) -> dict[str, Any]:
+    """What changed between positions a and b (a < b), grouped by routing key and by session.
+    With `key`, only the key's events are read; more than `max_events` of them to read raises
+    TooLarge before any work is done."""
     if a > b:
         a, b = b, a
     before, after = AsOf(views, app, a), AsOf(views, app, b)
@@ -180,11 +183,11 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
             by_key.setdefault(name, []).append({"change": "registered" if ra is None else "rebound",
                                                 "from_session": old, "to_session": new,
                                                 "reason": rb.bound_reason if rb else None})
-    touched = sorted(views.sessions_touched(a, b, key=key))
+    touched = sorted(views.sessions_touched(a, b, key=key, max_events=max_events))
     events = views.events_between(a, b)
     # Only what has an event between a and b can differ: a stream at the same version on both
     # sides is the same aggregate, so only changed streams are loaded (twice, at a and at b).
-    deliveries_changed = views.delivery_streams_changed(a, b)
+    deliveries_changed = views.delivery_streams_changed(a, b, sessions=touched if key is not None else None)
     by_session: dict[str, dict[str, Any]] = {}
     for sid in touched:
         change: dict[str, Any] = {}

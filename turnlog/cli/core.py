@@ -209,7 +209,7 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
 @click.pass_context
 def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | None) -> None:
     """The delivery ledger: every reply owed, its state and attempts."""
-    rows = engine(ctx).ledger(status)[:limit]
+    rows = engine(ctx).ledger(status, limit=limit)
 
     def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:

@@ -1,4 +1,4 @@
-"""`turnlog web`: serve the read-only viewer (registered on `turnlog` when turnlog/cli.py imports it)."""
+"""`turnlog web`: serve the read-only viewer."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ def is_loopback(host: str) -> bool:
               help="TCP port to listen on.")
 @click.option("--token", envvar="TURNLOG_WEB_TOKEN", default=None,
               help="Access token every request must carry (?token=, a Bearer header, or the cookie it sets).")
+@click.option("--max-diff-events", default=5_000, show_default=True, type=click.IntRange(min=1),
+              help="A time-travel diff that would read more events is refused (413): give a key or a shorter range.")
 @click.pass_context
-def web(ctx: click.Context, host: str, port: int, token: str | None) -> None:
+def web(ctx: click.Context, host: str, port: int, token: str | None, max_diff_events: int) -> None:
     """A read-only local web viewer: gateway now, sessions, transcripts, audit, time travel,
     integrity checks and a turns plot. It never writes to the database."""
     loopback = is_loopback(host)
@@ -46,12 +48,16 @@ def web(ctx: click.Context, host: str, port: int, token: str | None) -> None:
                                    " pip install 'turnlog[web]'") from None
 
     db = ctx.find_root().obj["db"]
-    app = create_app(db, token=token, allowed_hosts=LOOPBACK_HOSTS if loopback else None)
+    app = create_app(db, token=token, allowed_hosts=LOOPBACK_HOSTS if loopback else None,
+                     max_diff_events=max_diff_events)
     if not loopback:
         click.echo(f"Warning: serving on {host}, beyond this machine; every request needs the token.", err=True)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"turnlog web: http://{shown}:{port}/ (read-only view of {db}; Ctrl-C stops)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:  # also when uvicorn stops before its lifespan ends (a port in use): no copy left behind
+        app.state.viewer.close()
 
 
 COMMANDS = (web,)

@@ -11,9 +11,10 @@ from typing import Any, Iterable
 import orjson
 
 from ..domain.transcript import MessagesImported, imported_messages
+from ..errors import TooLarge
+from ..storage.log import Row
 from ..storage.sql import rows_in, utc_text
 from .base import event_name
-from ..storage.log import Row
 from .runner import ProjectionRunner
 from .timeline import CLOCK_BLOCK, pack_id, unpack_id
 
@@ -113,11 +114,19 @@ def time_of(runner: ProjectionRunner, position: int) -> str | None:
     return runner.log.decode(rows[0]).timestamp.isoformat() if rows else None
 
 
-def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: str | None = None) -> set[str]:
+def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: str | None = None,
+                     max_events: int | None = None) -> set[str]:
     """The sessions the events at after < position <= upto concern (only events of routing key
-    `key` if given)."""
-    rows: list[Row] = list(runner.log.scan(after, upto))
-    filed = _filed(runner.db, {runner.log.stream_of(row) for row in rows})
+    `key` if given). With a key only the streams that can hold its events are read (key_streams);
+    more than `max_events` events to read raises TooLarge before any is decoded."""
+    if key is None:
+        _bound(runner.log.count(after, upto), max_events, after, upto, key)
+        rows: list[Row] = list(runner.log.scan(after, upto))
+        filed = _filed(runner.db, {runner.log.stream_of(row) for row in rows})
+    else:
+        filed = key_streams(runner.db, key)
+        rows = runner.log.stream_rows_between(filed, after, upto)
+        _bound(len(rows), max_events, after, upto, key)
     touched = set()
     for row in rows:
         session_id, route_id, stream_key = filed.get(runner.log.stream_of(row), (None, None, None))
@@ -130,6 +139,40 @@ def sessions_touched(runner: ProjectionRunner, after: int, upto: int, *, key: st
         if session_id:
             touched.add(session_id)
     return touched
+
+
+def _bound(events: int, max_events: int | None, after: int, upto: int, key: str | None) -> None:
+    if max_events is not None and events > max_events:
+        of = f" of key {key!r}" if key is not None else ""
+        raise TooLarge(f"the diff from #{after} to #{upto} reads {events} events{of}, more than the limit of"
+                       f" {max_events}: choose a shorter range or one key")
+
+
+def key_streams(db: Any, key: str) -> dict[str, tuple[Any, ...]]:
+    """The streams whose events can name routing key `key`, with their filing (session_id,
+    route_id, session_key): those filed under the key (its routes, inboxes, deliveries, the
+    sessions created under it), and the sessions ever bound to it (a session touched or reopened
+    under the key names it in the session's own stream). Only these events carry `session_key`."""
+    rows = db.execute(f"SELECT s.stream, f.session_id, f.route_id, f.session_key FROM {_FILED}"
+                      " WHERE f.session_key = ?", (key,)).fetchall()
+    rows += db.execute(f"SELECT s.stream, f.session_id, f.route_id, f.session_key FROM {_FILED}"
+                       " WHERE f.kind = 'SessionCreated' AND f.route_id IS NULL AND f.session_id IN"
+                       " (SELECT session_id FROM route_history WHERE session_key = ?)", (key,)).fetchall()
+    return {unpack_id(row[0]): tuple(row[1:]) for row in rows}
+
+
+def delivery_streams_of(runner: ProjectionRunner, sessions: Iterable[str], after: int,
+                        upto: int) -> dict[str, list[str]]:
+    """delivery_streams_changed for these sessions only, read through their streams."""
+    filed = rows_in(runner.db, f"SELECT s.stream, f.session_id, s.first_position FROM {_FILED}"
+                               " WHERE f.kind='DeliveryRecorded' AND f.session_id IN ({})", sessions)
+    moved = {runner.log.stream_of(row) for row in runner.log.stream_rows_between(
+        [unpack_id(stream) for stream, _, _ in filed], after, upto)}
+    out: dict[str, list[str]] = {}
+    for stream, session_id, _ in sorted(filed, key=lambda r: r[2]):
+        if unpack_id(stream) in moved:
+            out.setdefault(session_id, []).append(unpack_id(stream))
+    return out
 
 
 def delivery_streams_changed(runner: ProjectionRunner, after: int, upto: int) -> dict[str, list[str]]:

@@ -85,12 +85,13 @@ def queue(db: sqlite3.Connection, route_ids: Sequence[str]) -> list[QueueItemRow
     return [QueueItemRow(*r[:4], orjson.loads(r[4]), *r[5:]) for r in rows]  # type: ignore[call-arg, misc]
 
 
-def ledger(db: sqlite3.Connection, status: str | None = None) -> list[DeliveryRow]:
+def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None = None) -> list[DeliveryRow]:
+    """The ledger's rows, oldest first; only `status`'s, and at most `limit` (None: all)."""
     where, params = ("WHERE state=?", (status,)) if status else ("", ())
     rows = db.execute(
         "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
         f" owner, recovered, last_error, created_at, updated_at, recorded_position FROM deliveries {where}"
-        " ORDER BY created_at, session_id, seq", params).fetchall()
+        " ORDER BY created_at, session_id, seq LIMIT ?", (*params, -1 if limit is None else limit)).fetchall()
     return [DeliveryRow(*r[:10], bool(r[10]), *r[11:]) for r in rows]  # type: ignore[call-arg, misc]
 
 

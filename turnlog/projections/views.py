@@ -91,10 +91,11 @@ class Views:
     def queue_depths(self) -> list[QueueDepth]:
         return self._read(turns_views.queue_depths)
 
-    def ledger(self, status: str | None = None) -> list[tuple[DeliveryRow, str]]:
-        """Each delivery with its content (read from the log at the row's recorded position)."""
+    def ledger(self, status: str | None = None, limit: int | None = None) -> list[tuple[DeliveryRow, str]]:
+        """Each delivery with its content (read from the log at the row's recorded position);
+        at most `limit`, and only their contents are read."""
         with self.runner.lock:
-            rows = turns_views.ledger(self.runner.db, status)
+            rows = turns_views.ledger(self.runner.db, status, limit)
             recorded = self.runner.log.fields_at(r.recorded_position for r in rows)
         return [(r, recorded[r.recorded_position]["content"]) for r in rows]
 
@@ -147,12 +148,17 @@ class Views:
         with self.runner.lock:
             return timeline_query.time_of(self.runner, position)
 
-    def sessions_touched(self, after: int, upto: int, *, key: str | None = None) -> set[str]:
+    def sessions_touched(self, after: int, upto: int, *, key: str | None = None,
+                         max_events: int | None = None) -> set[str]:
         with self.runner.lock:
-            return timeline_query.sessions_touched(self.runner, after, upto, key=key)
+            return timeline_query.sessions_touched(self.runner, after, upto, key=key, max_events=max_events)
 
-    def delivery_streams_changed(self, after: int, upto: int) -> dict[str, list[str]]:
+    def delivery_streams_changed(self, after: int, upto: int, *,
+                                 sessions: Iterable[str] | None = None) -> dict[str, list[str]]:
+        """Only these sessions' delivery streams, if given (read through their streams)."""
         with self.runner.lock:
+            if sessions is not None:
+                return timeline_query.delivery_streams_of(self.runner, sessions, after, upto)
             return timeline_query.delivery_streams_changed(self.runner, after, upto)
 
     def events_between(self, after: int, upto: int) -> int:

@@ -113,6 +113,16 @@ class LogReader:
                                         f" FROM {self.table} WHERE originator_id IN ({{}}) AND rowid <= ?",
                               wanted, upto))
 
+    def stream_rows_between(self, streams: Iterable[str], after: int, upto: int) -> list[Row]:
+        """The rows of these streams at after < position <= upto, in order (the log's stream index
+        finds them: no other row is read)."""
+        wanted = {self._stored(stream) for stream in streams}
+        if self.sql is None:
+            return [row for row in self.scan(after, upto) if self._stored(str(row[1])) in wanted]
+        return sorted(rows_in(self.sql, f"SELECT rowid, originator_id, originator_version, topic, state"
+                                        f" FROM {self.table} WHERE originator_id IN ({{}}) AND rowid > ?"
+                                        " AND rowid <= ?", wanted, after, upto))
+
     def stream_version(self, stream: str, upto: int) -> int | None:
         """The version a stream had reached at position upto (None: it did not exist yet)."""
         if self.sql is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import threading
 from contextlib import asynccontextmanager
 from urllib.parse import urlencode
 from typing import Any, Callable, MutableMapping
@@ -17,10 +18,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound, TooLarge
 from .html import Markup, page, tag, text
 from . import page_gateway, page_integrity, page_sessions, page_travel, plot, log_queries
-from .viewer import Result, Viewer
+from .origin import SameOriginGate
+from .snapshot import Snapshot
+from .viewer import MAX_DIFF_EVENTS, Busy, Result, Viewer
 
 TOKEN_COOKIE = "turnlog_token"
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
@@ -42,30 +45,54 @@ def _params(request: Request) -> dict[str, str]:
 def _error(request: Request, status: int, message: str) -> Response:
     if _wants_json(request):
         return _Json({"error": message, "status": status}, status_code=status)
-    title = {400: "Bad request", 404: "Not found"}.get(status, "Error")
+    title = {400: "Bad request", 404: "Not found", 413: "Too large", 503: "Busy"}.get(status, "Error")
     return HTMLResponse(page(title, tag("p", message, class_="error"), path=request.url.path), status_code=status)
 
 
-def _page(viewer: Viewer, build: Callable[..., Result], *path_params: str) -> Callable[[Request], Any]:
+# Pages whose work grows with the stretch of log asked for (a diff) run at most this many at
+# once; more are answered 503 at once rather than queued behind them. Every page is a plain
+# function, which Starlette runs in its threadpool: the event loop keeps answering meanwhile.
+HEAVY_AT_ONCE = 2
+
+
+def _page(viewer: Viewer, build: Callable[..., Result], *path_params: str,
+          heavy: threading.BoundedSemaphore | None = None) -> Callable[[Request], Any]:
     def endpoint(request: Request) -> Response:
+        if heavy is not None and not heavy.acquire(blocking=False):
+            return _error(request, 503, f"{HEAVY_AT_ONCE} diffs are running already; try again when one is done")
         try:
-            result = build(viewer, *(request.path_params[p] for p in path_params), _params(request))
+            return _build(viewer, build, request, path_params)
+        finally:
+            if heavy is not None:
+                heavy.release()
+    return endpoint
+
+
+def _build(viewer: Viewer, build: Callable[..., Result], request: Request, path_params: tuple[str, ...]) -> Response:
+    # The whole page, rendering included, reads the snapshot it started on (a reload meanwhile
+    # closes that one only after this request is done with it).
+    with viewer.use() as snap:
+        try:
+            result = build(snap, *(request.path_params[p] for p in path_params), _params(request))
         except NotFound as e:
             return _error(request, 404, str(e))
+        except TooLarge as e:
+            return _error(request, 413, str(e))
         except InvalidRequest as e:
             return _error(request, 400, str(e))
+        except Busy as e:
+            return _error(request, 503, str(e))
         if _wants_json(request):
             return _Json(result.data)
         return HTMLResponse(page(result.title, result.body, path=request.url.path, query=_requery(request),
-                                 snapshot=viewer.banner))
-    return endpoint
+                                 snapshot=snap.banner))
 
 
 def _requery(request: Request) -> str:
     return urlencode([(k, v) for k, v in request.query_params.multi_items() if k not in ("format", "token")])
 
 
-def _plot_page(viewer: Viewer, params: dict[str, str]) -> Result:
+def _plot_page(viewer: Snapshot, params: dict[str, str]) -> Result:
     points = _points(viewer)
     body = tag("figure", text(_svg_markup(points)), id="plot")
     turns = sum(p["turns"] for p in points)
@@ -77,7 +104,7 @@ def _svg_markup(points: list[dict[str, Any]]) -> Markup:
     return Markup(plot.svg(points))  # built from numbers and escaped labels only
 
 
-def _points(viewer: Viewer) -> list[dict[str, Any]]:
+def _points(viewer: Snapshot) -> list[dict[str, Any]]:
     return viewer.cached("plot", lambda: plot.per_minute(log_queries.turn_spans(viewer.t)))
 
 
@@ -110,11 +137,13 @@ class TokenGate:
 
 
 def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: str | None = None,
-               allowed_hosts: list[str] | None = None) -> Starlette:
+               allowed_hosts: list[str] | None = None, max_diff_events: int = MAX_DIFF_EVENTS) -> Starlette:
     """The viewer of the SQLite database at `path` (opened read-only). `token`: required on every
     request. `allowed_hosts`: Host headers accepted (the CLI passes the loopback names when bound
-    to loopback, so that a web page elsewhere cannot reach it by DNS rebinding)."""
-    v = viewer or Viewer(path or "turnlog.db")
+    to loopback, so that a web page elsewhere cannot reach it by DNS rebinding). `max_diff_events`:
+    a diff that would read more events is answered 413."""
+    v = viewer or Viewer(path or "turnlog.db", max_diff_events=max_diff_events)
+    heavy = threading.BoundedSemaphore(HEAVY_AT_ONCE)
 
     def job_json(request: Request) -> Response:
         try:
@@ -124,16 +153,22 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
 
     def run_check(request: Request) -> Response:
         try:
-            job = page_integrity.start_check(v, request.query_params.get("check", ""))
+            job, started = page_integrity.start_check(v, request.query_params.get("check", ""))
         except InvalidRequest as e:
             return _error(request, 400, str(e))
-        return _Json(job.to_dict(), status_code=202)
+        return _Json(job.to_dict(), status_code=202 if started else 200)
 
     def plot_svg(request: Request) -> Response:
-        return Response(plot.svg(_points(v)), media_type="image/svg+xml")
+        with v.use() as snap:
+            return Response(plot.svg(_points(snap)), media_type="image/svg+xml")
 
     def reload(request: Request) -> Response:
-        v.reload()
+        try:
+            v.reload()
+        except Busy as e:
+            return _error(request, 503, str(e))
+        except (NotFound, InvalidRequest) as e:  # the file went away or cannot be read now
+            return _error(request, 400, str(e))
         return RedirectResponse("/", status_code=303)
 
     routes = [
@@ -142,7 +177,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
         Route("/sessions/{session_id}", _page(v, page_sessions.session, "session_id")),
         Route("/sessions/{session_id}/at/{position}", _page(v, page_sessions.session_at, "session_id", "position")),
         Route("/travel", _page(v, page_travel.travel)),
-        Route("/travel/diff", _page(v, page_travel.diff)),
+        Route("/travel/diff", _page(v, page_travel.diff, heavy=heavy)),
         Route("/integrity", _page(v, page_integrity.integrity)),
         Route("/integrity/run", run_check, methods=["POST"]),
         Route("/integrity/checks/{job_id}", job_json),
@@ -151,7 +186,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
         Route("/reload", reload, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("turnlog.web", "static")]), name="static"),
     ]
-    middleware = []
+    middleware = [Middleware(SameOriginGate)]
     if allowed_hosts:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
     if token:

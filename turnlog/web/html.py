@@ -1,12 +1,14 @@
 """Building HTML safely: every piece of data passes through `text()`, which escapes markup and
-shows control and bidi-override characters as visible escapes instead of letting them act."""
+shows control and bidi-override characters as visible escapes instead of letting them act.
+Attribute values go through `attribute()`: markup cannot live inside an attribute, so there the
+visible escape is plain text (`\\x01`), and a path segment in a link is percent-encoded."""
 
 from __future__ import annotations
 
 import html
 import re
 from typing import Any, Iterable, Sequence
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 # C0 (except tab and newline), DEL, C1, and the bidi embedding/override/isolate controls.
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -17,9 +19,20 @@ class Markup(str):
     """HTML that is already safe (built here, never from data)."""
 
 
-def _visible(match: re.Match[str]) -> str:
+def _escape_code(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return _CONTROL_SPAN.format(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _visible(match: re.Match[str]) -> str:
+    return _CONTROL_SPAN.format(_escape_code(match))
+
+
+def attribute(value: Any) -> str:
+    """An attribute's value, quoted-safe, with control characters as visible text escapes."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return _INVISIBLE.sub(_escape_code, html.escape(str(value), quote=True))
 
 
 def text(value: Any) -> Markup:
@@ -37,7 +50,7 @@ def join(parts: Iterable[Any], sep: str = "") -> Markup:
 
 
 def tag(element: str, content: Any = "", /, **attrs: Any) -> Markup:
-    rendered = "".join(f' {k.rstrip("_").replace("_", "-")}="{text(v)}"' for k, v in attrs.items()
+    rendered = "".join(f' {k.rstrip("_").replace("_", "-")}="{attribute(v)}"' for k, v in attrs.items()
                        if v is not None and v is not False)
     if element in _VOID:
         return Markup(f"<{element}{rendered}>")
@@ -49,6 +62,11 @@ _VOID = {"input", "br", "img", "meta", "link"}
 
 def link(href: str, content: Any, **attrs: Any) -> Markup:
     return tag("a", content, href=href, **attrs)
+
+
+def session_href(session_id: str, *rest: Any) -> str:
+    """The viewer's link to a session (and a sub-path), the id percent-encoded as one path segment."""
+    return "/".join(["/sessions", quote(str(session_id), safe=""), *(quote(str(r), safe="") for r in rest)])
 
 
 def url(path: str, **params: Any) -> str:
@@ -83,7 +101,7 @@ NAV = (("/", "Gateway now"), ("/sessions", "Sessions"), ("/travel", "Time travel
 
 def page(title: str, body: Any, *, path: str, query: str = "", snapshot: str = "") -> Markup:
     nav = "".join(tag("a", label, href=href, class_="here" if href == path else None) for href, label in NAV)
-    json_href = path + "?" + (query + "&" if query else "") + "format=json"
+    json_href = quote(path, safe="/") + "?" + (query + "&" if query else "") + "format=json"
     return Markup(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

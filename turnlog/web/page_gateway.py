@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .html import Markup, link, table, tag, text, url
-from .viewer import Result, Viewer
+from .html import Markup, link, session_href, table, tag, text, url
+from .snapshot import Snapshot
+from .viewer import Result
 from . import log_queries
 
 
-def gateway_now(v: Viewer, params: dict[str, str]) -> Result:
+def gateway_now(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
     names = log_queries.gateway_names(t)
     gateways = []
@@ -40,7 +41,7 @@ def _boot(b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _session_link(row: dict[str, Any]) -> Markup:
-    return link(f"/sessions/{row['session_id']}", row["session_id"])
+    return link(session_href(row["session_id"]), row["session_id"])
 
 
 def _body(d: dict[str, Any]) -> Markup:

@@ -6,16 +6,18 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from ..api import Turnlog
 from ..errors import InvalidRequest, NotFound
 from .html import Markup, table, tag
+from .snapshot import Snapshot
 from .viewer import Job, Result, Viewer
 from . import log_queries
 
 CHECKS = ("verify", "chain")
 
 
-def integrity(v: Viewer, params: dict[str, str]) -> Result:
-    jobs = [j.to_dict() for j in v.jobs.values()]
+def integrity(v: Snapshot, params: dict[str, str]) -> Result:
+    jobs = [j.to_dict() for j in v.checks.values()]
     data = {"head": log_queries.head(v.t), "projections_in_file": v.status_at_open,
             "projections_now": v.t.projection_status(), "checks": jobs}
     body = Markup(
@@ -32,22 +34,23 @@ def integrity(v: Viewer, params: dict[str, str]) -> Result:
     return Result("Integrity", data, body)
 
 
-def start_check(v: Viewer, check: str) -> Job:
-    t = v.t
-    if check == "verify":
-        names = [p["name"] for p in t.projection_status()]
-        steps: list[tuple[str, Callable[[], Any]]] = [
-            (name, functools.partial(t.verify, [name])) for name in names]
-    elif check == "chain":
-        steps = [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
-    else:
+def start_check(v: Viewer, check: str) -> tuple[Job, bool]:
+    """Start `check` on the current snapshot, which it holds until it ends; or the check of that
+    kind already running. True if started."""
+    if check not in CHECKS:
         raise InvalidRequest(f"unknown check {check!r} (known: {', '.join(CHECKS)})")
-    return v.start(check, steps)
+    snap = v.acquire()
+    return v.checks.start(check, lambda: _steps(snap.t, check), done=lambda: v.release(snap))
 
+
+def _steps(t: Turnlog, check: str) -> list[tuple[str, Callable[[], Any]]]:
+    if check == "verify":
+        return [(p["name"], functools.partial(t.verify, [p["name"]])) for p in t.projection_status()]
+    return [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
 
 
 def job(v: Viewer, job_id: str) -> Job:
-    found = v.jobs.get(job_id)
+    found = v.checks.get(job_id)
     if found is None:
         raise NotFound(f"no check {job_id!r}")
     return found

@@ -8,8 +8,9 @@ from typing import Any
 import orjson
 
 from ..errors import InvalidRequest
-from .html import Markup, join, link, table, tag, text, url
-from .viewer import Result, Viewer
+from .html import Markup, join, link, session_href, table, tag, text, url
+from .snapshot import Snapshot
+from .viewer import Result
 from . import log_queries
 
 PAGE_SIZE = 100
@@ -33,7 +34,7 @@ def _page_number(params: dict[str, str]) -> int:
     return int(raw)
 
 
-def sessions(v: Viewer, params: dict[str, str]) -> Result:
+def sessions(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
     platform, state, key, q = (params.get(n, "").strip() for n in ("platform", "state", "key", "q"))
     if state and state not in STATES:
@@ -89,7 +90,7 @@ def _sessions_body(d: dict[str, Any], platforms: list[str]) -> Markup:
     columns = ["session_id", "platform", "state", "routing_keys", "created_at", "created_reason"]
     if f["q"]:
         columns.append("match")
-    cells = {"session_id": lambda r: link(f"/sessions/{r['session_id']}", r["session_id"], class_="session-link"),
+    cells = {"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"], class_="session-link"),
              "routing_keys": lambda r: join(r["routing_keys"], "\n"),
              "match": lambda r: _snippet(r.get("match"))}
     pages = max(1, -(-d["total"] // d["page_size"]))
@@ -113,7 +114,7 @@ def _snippet(snippet: Any) -> Markup:
     return Markup("".join(out))
 
 
-def session(v: Viewer, session_id: str, params: dict[str, str]) -> Result:
+def session(v: Snapshot, session_id: str, params: dict[str, str]) -> Result:
     t = v.t
     s = v.session(session_id)  # NotFound -> 404
     messages = t.transcript(session_id)
@@ -168,7 +169,7 @@ def _session_body(d: dict[str, Any]) -> Markup:
                      f"tool calls: {u['tool_calls']}", id="usage")
     transcript = Markup("".join(_message(m) for m in d["messages"])) if d["messages"] else \
         tag("p", "no messages", class_="empty")
-    sl = {"session_id": lambda r: link(f"/sessions/{r['session_id']}", r["session_id"])}
+    sl = {"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"])}
     lin = d["lineage"]
     lineage = Markup(tag("h3", "came from") + table(lin["ancestors"], ["session_id", "relation", "created_reason"],
                                                      cells=sl, empty="a first session")
@@ -185,10 +186,10 @@ def _session_body(d: dict[str, Any]) -> Markup:
 
 
 def _event_link(session_id: str, row: dict[str, Any]) -> Markup:
-    return link(f"/sessions/{session_id}/at/{row['position']}", f"#{row['position']}", class_="event-link")
+    return link(session_href(session_id, "at", row["position"]), f"#{row['position']}", class_="event-link")
 
 
-def parse_position(v: Viewer, raw: str) -> int:
+def parse_position(v: Snapshot, raw: str) -> int:
     text_ = raw.strip().removeprefix("#")
     if not text_.isdigit():
         raise InvalidRequest(f"bad log position {raw!r} (expected #N)")
@@ -198,7 +199,7 @@ def parse_position(v: Viewer, raw: str) -> int:
     return position
 
 
-def session_at(v: Viewer, session_id: str, raw_position: str, params: dict[str, str]) -> Result:
+def session_at(v: Snapshot, session_id: str, raw_position: str, params: dict[str, str]) -> Result:
     t = v.t
     v.session(session_id)  # NotFound -> 404
     position = parse_position(v, raw_position)
@@ -217,7 +218,7 @@ def _at_body(d: dict[str, Any]) -> Markup:
     lease = d["lease"]
     return Markup(
         tag("p", Markup(text(f"as of #{pos} ({d['at']}) · {d['messages']} messages · ")
-                        + link(f"/sessions/{sid}", "the session now") + text(" · ")
+                        + link(session_href(sid), "the session now") + text(" · ")
                         + link(url("/travel", at=f"#{pos}"), "time travel to this event", id="travel-here")),
             class_="position", **{"data-position": pos})
         + tag("h2", "Session") + facts

@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest
-from .html import Markup, link, table, tag, text, url
-from .viewer import Result, Viewer
+from .html import Markup, link, session_href, table, tag, text, url
+from .snapshot import Snapshot
+from .viewer import Result
 from . import log_queries
 
 KEYS_PER_PAGE = 50
 
 
-def moment(v: Viewer, raw: str | None, default: int) -> int:
+def moment(v: Snapshot, raw: str | None, default: int) -> int:
     """A position from `#N`, `N` or an ISO time (400 for anything else or outside the log)."""
     if raw is None or not raw.strip():
         return default
@@ -23,7 +24,7 @@ def moment(v: Viewer, raw: str | None, default: int) -> int:
     return v.t.at(raw).position
 
 
-def travel(v: Viewer, params: dict[str, str]) -> Result:
+def travel(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
     head = log_queries.head(t)
     if head == 0:
@@ -78,7 +79,7 @@ def _body(d: dict[str, Any]) -> Markup:
         + text(" to ") + tag("input", name="b", value=f"#{pos}", size=10, id="diff-b")
         + tag("button", "diff", type="submit")), method="get", action="/travel/diff", class_="filters")
     here = tag("p", f"as of #{pos} of {head} · {d['at']}", id="as-of", **{"data-position": pos})
-    sl = {"session_id": lambda r: link(f"/sessions/{r['session_id']}", r["session_id"]) if r.get("session_id") else ""}
+    sl = {"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"]) if r.get("session_id") else ""}
     pages = max(1, -(-d["routes_total"] // d["keys_per_page"]))
     pager = []
     if d["page"] > 1:
@@ -106,12 +107,12 @@ def _body(d: dict[str, Any]) -> Markup:
                                       empty="nothing waiting"))
 
 
-def diff(v: Viewer, params: dict[str, str]) -> Result:
+def diff(v: Snapshot, params: dict[str, str]) -> Result:
     head = log_queries.head(v.t)
     a = moment(v, params.get("a"), 1)
     b = moment(v, params.get("b"), head)
     key = params.get("key", "").strip() or None
-    d = v.t.diff(a, b, key=key)
+    d = v.t.diff(a, b, key=key, max_events=v.max_diff_events)  # TooLarge -> 413
     keys = [{"session_key": k, **c} for k, changes in d["keys"].items() for c in changes]
     sessions = [{"session_id": sid, **c} for sid, c in d["sessions"].items()]
     data = {**d, "key": key}
@@ -121,6 +122,6 @@ def diff(v: Viewer, params: dict[str, str]) -> Result:
         + table(keys, ["session_key", "change", "from_session", "to_session", "reason"], empty="no key changed")
         + tag("h2", "Sessions (created, ended, leases, messages, deliveries)")
         + table(sessions, ["session_id", "session", "lease", "messages_added", "deliveries"],
-                cells={"session_id": lambda r: link(f"/sessions/{r['session_id']}", r["session_id"])},
+                cells={"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"])},
                 empty="no session changed"))
     return Result(f"Diff #{d['from']} → #{d['to']}", data, body)
