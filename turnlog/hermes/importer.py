@@ -115,7 +115,7 @@ class HermesImporter:
         report.repaired.extend(home.repaired)
         rows, refused = self._session_rows(home, report)
         known = self.known()
-        report.sessions_found = len(rows)
+        report.sessions_found = len(home.sessions)
         plan = self._plan_routes(home, rows, report)
         report.messages_found = home.message_count()
         report.ledger_rows = len(home.ledger)
