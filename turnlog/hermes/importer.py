@@ -150,7 +150,7 @@ class HermesImporter:
         for row in home.sessions:
             ident = row.get("id")
             try:
-                if not cells.is_clean_text(ident):
+                if not isinstance(ident, str) or not cells.is_clean_text(ident):
                     raise InvalidRequest("session_id is not valid text" if ident is not None else "session_id is NULL")
                 check_session_id(ident)
             except InvalidRequest as e:

@@ -34,8 +34,8 @@ def import_owed_replies(ctx: CommandContext, home: HermesHome, rows: dict[str, d
     """Save (unless `dry_run`) a delivery for each owed row not in the log yet; how many are new."""
     routed: dict[str, str] = {}  # Hermes key -> the session it routes to
     turnlog_key: dict[str, str] = {}
-    for session_id, found in routes.items():
-        for rk, entry in found:
+    for session_id, entries in routes.items():
+        for rk, entry in entries:
             routed[entry.get("session_key") or rk.key] = session_id
             turnlog_key[session_id] = rk.key
     newest = sorted(rows, key=lambda s: cells.epoch(rows[s].get("started_at"), "", []) or 0.0, reverse=True)
