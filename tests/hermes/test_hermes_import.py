@@ -86,7 +86,8 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
     if row["origin_json"]:
         assert session["origin"] == json.loads(row["origin_json"])
     # the live transcript: the active rows, in id order
-    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta' ORDER BY id", (session_id,))
+    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
+        " ORDER BY id", (session_id,))
     got = t.transcript(session_id)
     assert len(got) == len(expected) > 0
     for seq, (m, e) in enumerate(zip(got, expected), start=1):
@@ -208,7 +209,8 @@ def test_the_agent_sees_only_the_live_rows_of_a_compacted_or_rewound_session(tmp
             t.handle_message(SessionSource.from_dict({**origin, "message_id": f"m-{label}"}), "继续",
                              lambda history, item: seen.append([m.content for m in history]) or "好",
                              lambda text: None)
-            live = hermes_rows("SELECT content FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta' ORDER BY id",
+            live = hermes_rows("SELECT content FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
+        " ORDER BY id",
                                (LABELS[label],))
             assert seen == [[r["content"] or "" for r in live] + ["继续"]]
 

@@ -34,7 +34,8 @@ def long_home(tmp_path: Path, contents: list[str]) -> tuple[Path, list[str]]:
                        [(SESSION, "user" if i % 2 == 0 else "assistant", text, last + i + 1)
                         for i, text in enumerate(contents)])
         live = [r[0] or "" for r in db.execute(
-            "SELECT content FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta' ORDER BY id", (SESSION,))]
+            "SELECT content FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
+        " ORDER BY id", (SESSION,))]
     db.close()
     return home, live
 
