@@ -63,6 +63,7 @@ def test_damaged_cells_are_repaired_and_named_and_everything_imports(tmp_path) -
     assert shown["messages"][2]["timestamp"] == datetime.fromtimestamp(previous, timezone.utc).isoformat()
     again = json.loads(ok("--db", db, "import-hermes", str(home), "--json").stdout)
     assert again["nothing_to_do"] and again["sessions_already_imported"] == 14
+    assert again["repaired"] == []  # named when imported, not again on a run that skips them
 
 
 def test_the_table_output_lists_the_repairs(tmp_path) -> None:

@@ -67,6 +67,7 @@ class HermesHome:
     lid_mappings: dict[str, str]
     skipped: list[dict[str, str]] = field(default_factory=list)
     repaired: list[dict[str, str]] = field(default_factory=list)  # cells read with a repair, and which
+    session_repairs: dict[Any, list[dict[str, str]]] = field(default_factory=dict)  # the same, of a session's rows
     _db: sqlite3.Connection | None = None
     _decoder: cells.Decoder = field(default_factory=cells.Decoder)
 
@@ -154,6 +155,7 @@ def read_home(hermes_home: str | Path, profile: str | None = None, *, force: boo
         db.close()
         raise
     repaired: list[dict[str, str]] = []
+    session_repairs: dict[Any, list[dict[str, str]]] = {}
     # Only what differs from Hermes' defaults: a missing column reads as its default again.
     sessions = []
     for r in _rows(db, "SELECT * FROM sessions ORDER BY started_at, id"):
@@ -161,14 +163,15 @@ def read_home(hermes_home: str | Path, profile: str | None = None, *, force: boo
         ident = r.get("id")
         r = {"id": ident, **cells.clean({k: v for k, v in r.items() if k != "id"}, notes)}
         sessions.append({k: v for k, v in r.items() if v is not None and SESSION_DEFAULTS.get(k) != v})
-        if notes and cells.is_clean_text(ident):
-            repaired += [{"what": f"session {ident}", "reason": note} for note in notes]
+        if notes:
+            session_repairs.setdefault(ident, []).extend({"what": f"session {ident}", "reason": n} for n in notes)
     usage: dict[str, list[dict[str, Any]]] = {}
     if "session_model_usage" in tables:
         for r in _rows(db, "SELECT * FROM session_model_usage ORDER BY rowid"):
             notes = []
             usage.setdefault(r["session_id"], []).append(cells.clean(r, notes))
-            repaired += [{"what": f"model usage row of session {r['session_id']!r}", "reason": n} for n in notes]
+            session_repairs.setdefault(r["session_id"], []).extend(
+                {"what": f"model usage row of session {r['session_id']}", "reason": n} for n in notes)
     routing, scopes = _routing(db, tables, home, root, skipped)
     lid_dir = _lid_dir(home, root, skipped)
     ledger = []
@@ -182,7 +185,7 @@ def read_home(hermes_home: str | Path, profile: str | None = None, *, force: boo
         routing_scopes=scopes, restart_counts=_restart_counts(home, root, skipped), ledger=ledger,
         reset=_reset_settings(home, root, skipped), options=_key_options(home, root, skipped), lid_dir=lid_dir,
         lid_mappings=_lid_mappings(home, lid_dir, root, skipped),
-        skipped=skipped, repaired=repaired, _db=db, _decoder=decoder,
+        skipped=skipped, repaired=repaired, session_repairs=session_repairs, _db=db, _decoder=decoder,
     )
 
 

@@ -177,9 +177,10 @@ class HermesImporter:
                 yield empty[index], []
                 index += 1
             if type(session_id) is str and session_id in rows:
-                for message_id, notes in repairs.items():
-                    report.repaired += [{"what": f"message {message_id} of session {session_id}", "reason": note}
-                                        for note in notes]
+                # named when the session is imported (_session_items), not on a re-run that skips it
+                home.session_repairs.setdefault(session_id, []).extend(
+                    {"what": f"message {message_id} of session {session_id}", "reason": note}
+                    for message_id, notes in repairs.items() for note in notes)
                 yield session_id, messages
             else:
                 why = refused.get(session_id)
@@ -290,6 +291,7 @@ class HermesImporter:
                 report.skipped.append({"what": f"session {session_id}", "reason": "this id is already a session of"
                                        " this log, not an imported one"})
             return []
+        report.repaired += home.session_repairs.get(session_id, [])
         now = ctx.clock.now()
         cause = import_cause(str(home.path), session_id)
         say: dict[str, Any] = dict(at=now, actor=IMPORT_ACTOR, cause=cause)
