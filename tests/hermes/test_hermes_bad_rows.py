@@ -30,6 +30,8 @@ def damaged_home(tmp_path: Path) -> tuple[Path, dict[str, int]]:
         db.execute("UPDATE messages SET content = X'00ff10' WHERE id=?", (second,))
         db.execute("UPDATE messages SET timestamp = 'yesterday', token_count = 'many' WHERE id=?", (third,))
         db.execute("UPDATE sessions SET display_name = CAST(X'4d6569ff' AS TEXT) WHERE id=?", (TG_DM_2,))
+        # the very first row read (lowest session id, lowest id): decoded while the query starts
+        db.execute("UPDATE messages SET content = CAST(X'c328' AS TEXT) WHERE id=1")
         db.execute("UPDATE messages SET tool_calls = '[{\"id\": 123456789012345678901234567890}]' WHERE id=?",
                    (fourth,))
     db.close()
@@ -52,6 +54,8 @@ def test_damaged_cells_are_repaired_and_named_and_everything_imports(tmp_path) -
             "token_count is 'many', not a whole number >= 0: dropped") in repaired
     assert (f"session {TG_DM_2}", "display_name is not valid UTF-8: decoded with replacement characters") \
         in repaired
+    assert ("message 1 of session 20261102_081406_29be5d21",
+            "content is not valid UTF-8: decoded with replacement characters") in repaired
     shown = json.loads(ok("--db", db, "show", TG_DM_2, "--json").stdout)
     contents = [m["content"] for m in shown["messages"]]
     assert contents[0] == "Hello\ufffd world" and contents[1] == "\x00\ufffd\x10"
@@ -69,4 +73,4 @@ def test_damaged_cells_are_repaired_and_named_and_everything_imports(tmp_path) -
 def test_the_table_output_lists_the_repairs(tmp_path) -> None:
     home, _ = damaged_home(tmp_path)
     out = ok("--db", str(tmp_path / "t.db"), "import-hermes", str(home)).output
-    assert "repaired: 6" in out and "decoded with replacement characters" in out and "Traceback" not in out
+    assert "repaired: 7" in out and "decoded with replacement characters" in out and "Traceback" not in out

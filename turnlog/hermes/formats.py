@@ -82,11 +82,11 @@ class HermesHome:
         assert self._db is not None
         present = _columns(self._db, "messages")
         select = ", ".join(c if c in present else _default_sql(c) for c in MESSAGE_COLUMNS)
+        escaped = self._decoder.escaped  # before the query: its first step may decode the first row
         cursor = self._db.execute(f"SELECT {select} FROM messages ORDER BY session_id, id")
         current: Any = None
         batch: list[tuple[Any, ...]] = []
         repairs: dict[int, list[str]] = {}
-        escaped = self._decoder.escaped
         while chunk := cursor.fetchmany(5000):
             dirty = escaped != self._decoder.escaped  # some cell of this chunk was not valid UTF-8
             escaped = self._decoder.escaped
