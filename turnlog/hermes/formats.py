@@ -365,8 +365,8 @@ def _lid_dir(home: Path, root: Path, skipped: list[dict[str, str]]) -> Path | No
 def _lid_mappings(home: Path, directory: Path | None, root: Path, skipped: list[dict[str, str]]) -> dict[str, str]:
     found: dict[str, str] = {}
     for path in sorted(directory.glob("lid-mapping-*.json")) if directory is not None else ():
-        if _outside(root, path, os.path.relpath(path, home), skipped):
-            continue
+        if not path.is_file() or _outside(root, path, os.path.relpath(path, home), skipped):
+            continue  # not a regular file (a FIFO would block the read forever), or a link out of the home
         try:
             value = json_value(path.read_bytes(), strict=True)
         except (OSError, ValueError):
