@@ -69,7 +69,7 @@ def split_run(home: Path, db: Path) -> dict[str, Any]:
         report = t.import_hermes(home)
         cpu = time.process_time() - cpu
         events = app.recorder.max_notification_id() or 0
-    rows = report.messages_imported + report.inactive_rows_kept
+    rows = report.messages_imported + report.inactive_rows_kept + report.marker_rows_kept
     per_row = {name: round(1e6 * value / rows, 1) for name, value in spent.items()}
     per_row["importer"] = round(1e6 * (cpu - spent["save"]) / rows, 1)
     per_row["total"] = round(1e6 * cpu / rows, 1)
@@ -91,7 +91,7 @@ def main() -> None:
                 start, cpu = time.perf_counter(), time.process_time()
                 report = t.import_hermes(home)
                 elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-            rows = report.messages_imported + report.inactive_rows_kept  # every message row of the home
+            rows = report.messages_imported + report.inactive_rows_kept + report.marker_rows_kept  # every row
             seconds.append(elapsed)
             rates.append(rows / elapsed)
             cpu_rates.append(rows / cpu)

@@ -475,21 +475,22 @@ class Turnlog:
 
     def import_hermes(self, hermes_home: str | os.PathLike[str], *, profile: str | None = None,
                       dry_run: bool = False, progress: Callable[[int, int], None] | None = None,
-                      batch_messages: int = BATCH_MESSAGES) -> ImportReport:
+                      batch_messages: int = BATCH_MESSAGES, force: bool = False) -> ImportReport:
         """Import a Hermes home's sessions, transcripts and routing (idempotent; see turnlog.hermes).
 
         `progress(done, total)` is called after each batch (one transaction of about
-        `batch_messages` messages)."""
+        `batch_messages` messages). `force` imports a home whose schema version is unknown."""
         def known() -> dict[str, str]:
             self.catch_up()  # a killed earlier run's sessions count as imported
             return {r.session_id: r.created_reason for r in self.views.sessions()}
         return HermesImporter(self.ctx, known).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
-                                            progress=progress, batch_messages=batch_messages)
+                                            progress=progress, batch_messages=batch_messages, force=force)
 
-    def export_hermes(self, out_home: str | os.PathLike[str]) -> ExportReport:
-        """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home."""
+    def export_hermes(self, out_home: str | os.PathLike[str], *, force: bool = False) -> ExportReport:
+        """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home (`force`:
+        replace the files of an existing one)."""
         self.catch_up()
-        return export_home(self, os.fspath(out_home))
+        return export_home(self, os.fspath(out_home), force=force)
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (docs/behaviour.md §3.1)."""

@@ -65,7 +65,8 @@ def test_the_report_counts_everything_and_skips_nothing(imported) -> None:
     _, report = imported
     total = hermes_rows("SELECT count(*) AS n FROM messages")[0]["n"]
     assert (report.sessions_found, report.sessions_imported) == (14, 14)
-    assert (report.messages_imported, report.inactive_rows_kept) == (total - 13, 13)  # FIXTURE.md: 13 inactive
+    # FIXTURE.md: 13 inactive rows; 12 session_meta markers, one of them inactive (Feishu's compaction)
+    assert (report.messages_imported, report.inactive_rows_kept, report.marker_rows_kept) == (total - 24, 13, 11)
     assert report.routes_imported == len(hermes_routing()) == 10
     assert report.skipped == []
     assert (report.suspended, report.resume_pending, report.ledger_rows, report.restart_counts) == (1, 1, 6, 1)
@@ -85,7 +86,8 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
     if row["origin_json"]:
         assert session["origin"] == json.loads(row["origin_json"])
     # the live transcript: the active rows, in id order
-    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 ORDER BY id", (session_id,))
+    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
+        " ORDER BY id", (session_id,))
     got = t.transcript(session_id)
     assert len(got) == len(expected) > 0
     for seq, (m, e) in enumerate(zip(got, expected), start=1):
@@ -100,6 +102,10 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
     inactive = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=0 ORDER BY id", (session_id,))
     assert record["inactive_rows"] == [{k: v for k, v in r.items() if v is not None and k != "session_id"}
                                        for r in inactive]
+    markers = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 AND role='session_meta'"
+                          " ORDER BY id", (session_id,))
+    assert record["marker_rows"] == [{k: v for k, v in r.items() if v is not None and k != "session_id"}
+                                     for r in markers]
     assert record["message_ids"] == [e["id"] for e in expected]
     assert record["row"]["title"] == row["title"] if row["title"] else "title" not in record["row"]
 
@@ -172,7 +178,7 @@ def test_time_travel_across_the_import_point(imported) -> None:
     assert after["agent:main:email:dm:dana.whitfield@example.org"] == LABELS["email_2"]
     changed = t.diff("#0", f"#{end}")
     assert changed["keys"]["agent:main:email:dm:dana.whitfield@example.org"][0]["to_session"] == LABELS["email_2"]
-    assert changed["sessions"][LABELS["email_2"]]["messages_added"] == 3
+    assert changed["sessions"][LABELS["email_2"]]["messages_added"] == 2  # 3 rows, one a session_meta marker
 
 
 def test_a_new_message_from_each_imported_chat_lands_in_the_imported_session(tmp_path) -> None:
@@ -203,7 +209,8 @@ def test_the_agent_sees_only_the_live_rows_of_a_compacted_or_rewound_session(tmp
             t.handle_message(SessionSource.from_dict({**origin, "message_id": f"m-{label}"}), "继续",
                              lambda history, item: seen.append([m.content for m in history]) or "好",
                              lambda text: None)
-            live = hermes_rows("SELECT content FROM messages WHERE session_id=? AND active=1 ORDER BY id",
+            live = hermes_rows("SELECT content FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
+        " ORDER BY id",
                                (LABELS[label],))
             assert seen == [[r["content"] or "" for r in live] + ["继续"]]
 
@@ -222,8 +229,8 @@ def test_a_turn_continues_an_imported_transcript(tmp_path) -> None:
                          lambda text: None)
         transcript = t.transcript(LABELS["tg_dm_2"])
         assert [m["content"] for m in transcript[-2:]] == ["还有别的书吗？", "好的"]
-        assert [m["seq"] for m in transcript] == list(range(1, 8))
-        assert seen == [6]
+        assert [m["seq"] for m in transcript] == list(range(1, 7))  # 5 rows, one a session_meta marker
+        assert seen == [5]
 
 
 # -- Slack legacy keys (docs/behaviour.md §12) ----------------------------------------------------------------
@@ -358,7 +365,7 @@ def test_an_older_home_without_newer_columns_imports_with_their_defaults(tmp_pat
         report = t.import_hermes(home)
         assert (report.sessions_imported, report.skipped) == (14, [])
         weixin = t.transcript(LABELS["weixin_dm"])
-        assert len(weixin) == 7 and weixin[0]["platform_message_id"] is None
+        assert len(weixin) == 6 and weixin[0]["platform_message_id"] is None  # 7 rows, one a marker
         t.export_hermes(tmp_path / "out")
     # without the columns every row reads as active, not compacted
     assert sqlite3.connect(tmp_path / "out" / "state.db").execute(

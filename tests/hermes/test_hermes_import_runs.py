@@ -34,7 +34,8 @@ def long_home(tmp_path: Path, contents: list[str]) -> tuple[Path, list[str]]:
                        [(SESSION, "user" if i % 2 == 0 else "assistant", text, last + i + 1)
                         for i, text in enumerate(contents)])
         live = [r[0] or "" for r in db.execute(
-            "SELECT content FROM messages WHERE session_id=? AND active=1 ORDER BY id", (SESSION,))]
+            "SELECT content FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
+        " ORDER BY id", (SESSION,))]
     db.close()
     return home, live
 
@@ -57,7 +58,8 @@ def test_a_long_session_is_imported_as_runs_of_at_most_500_messages(tmp_path) ->
     home, live = long_home(tmp_path, [f"message tok{i} ночь" for i in range(ADDED)])
     with engine(tmp_path / "t.db") as t:
         report = t.import_hermes(home)
-        assert report.messages_imported == report.messages_found - report.inactive_rows_kept
+        assert report.messages_imported == \
+            report.messages_found - report.inactive_rows_kept - report.marker_rows_kept
         transcript = t.transcript(SESSION)
         assert [m["content"] for m in transcript] == live
         assert [m["seq"] for m in transcript] == list(range(1, len(live) + 1))
@@ -126,8 +128,8 @@ def test_big_messages_split_runs_at_256_kib(tmp_path) -> None:
         assert [m["content"] for m in t.transcript(SESSION)] == live
         appended = t.history(SESSION, types=["MessageAppended"])
         runs = sorted({e.position for e in appended})
-        # the 5 fixture rows and two big ones, two big ones, the last one
-        assert [sum(e.position == p for e in appended) for p in runs] == [7, 2, 1]
+        # the 4 fixture messages (5 rows, one a session_meta marker) and two big ones, two big ones, the last one
+        assert [sum(e.position == p for e in appended) for p in runs] == [6, 2, 1]
 
 
 def test_a_reimport_of_a_long_session_is_a_no_op(tmp_path) -> None:

@@ -37,17 +37,21 @@ class _Progress:
 @click.argument("hermes_home", type=click.Path(file_okay=False, path_type=str))
 @click.option("--profile", default=None, help="Import the named profile (HERMES_HOME/profiles/NAME).")
 @click.option("--dry-run", is_flag=True, help="Read the home and report what would be imported; write nothing.")
+@click.option("--force", is_flag=True, help="Import a home whose schema version this importer does not know.")
 @output_options
 @click.pass_context
-def import_hermes(ctx: click.Context, hermes_home: str, profile: str | None, dry_run: bool, out: Output) -> None:
+def import_hermes(ctx: click.Context, hermes_home: str, profile: str | None, dry_run: bool, force: bool,
+                  out: Output) -> None:
     """Import a Hermes home: its sessions, transcripts, routing keys and flags, as events.
 
     Safe to run again: sessions already in the log are skipped, so a second run imports
-    nothing, and an interrupted run resumes where it stopped.
+    nothing, and an interrupted run resumes where it stopped. A row that cannot be imported
+    is skipped and named with its reason; a damaged cell is repaired and named.
     """
     progress = _Progress(enabled=out.is_table and sys.stderr.isatty())
     try:
-        report = engine(ctx).import_hermes(hermes_home, profile=profile, dry_run=dry_run, progress=progress)
+        report = engine(ctx).import_hermes(hermes_home, profile=profile, dry_run=dry_run, progress=progress,
+                                              force=force)
     finally:
         progress.close()
     out.record(report.to_dict(), lambda: _import_text(report, dry_run, out), rows=report.skipped)
@@ -63,13 +67,17 @@ def _import_text(report: Any, dry_run: bool, out: Output) -> None:
                  f" {report.routes_imported} routing keys from {report.home}")
     out.line(f"already imported: {report.sessions_already_imported} sessions;"
              f" flags: {report.suspended} suspended, {report.resume_pending} resume_pending;"
-             f" ledger rows: {report.ledger_rows}; restart counters: {report.restart_counts}")
+             f" ledger rows: {report.ledger_rows} ({report.owed_replies} owed, in the ledger now);"
+             f" restart counters: {report.restart_counts}")
     if report.routes_rekeyed:
         out.line(f"\nSlack keys moved to their workspace: {len(report.routes_rekeyed)}")
         out.rows(report.routes_rekeyed, ["hermes_key", "session_key"])
     if report.key_options.get("whatsapp_aliases"):
         out.line(f"\nWhatsApp keys use the bridge's aliases: route with"
                  f" EngineConfig(whatsapp_aliases={report.key_options['whatsapp_aliases']!r})")
+    if report.repaired:
+        out.line(f"\nrepaired: {len(report.repaired)}")
+        out.rows(report.repaired, ["what", "reason"])
     out.line(f"\nskipped: {len(report.skipped)}")
     if report.skipped:
         out.rows(report.skipped, ["what", "reason"])
@@ -77,11 +85,14 @@ def _import_text(report: Any, dry_run: bool, out: Output) -> None:
 
 @command("export-hermes")
 @click.argument("out_home", type=click.Path(path_type=str))
+@click.option("--force", is_flag=True, help="Replace the files of an existing Hermes home.")
 @output_options
 @click.pass_context
-def export_hermes(ctx: click.Context, out_home: str, out: Output) -> None:
-    """Write the log's sessions, transcripts and routing as a Hermes 0.19.0 home (a new directory)."""
-    report = engine(ctx).export_hermes(out_home)
+def export_hermes(ctx: click.Context, out_home: str, force: bool, out: Output) -> None:
+    """Write the log's sessions, transcripts and routing as a Hermes 0.19.0 home (a new directory).
+
+    No file is written through a symbolic link; an existing home is replaced only with --force."""
+    report = engine(ctx).export_hermes(out_home, force=force)
     out.record(report.to_dict(), lambda: _export_text(report, out), rows=report.skipped)
 
 

@@ -37,6 +37,7 @@ def import_cause(home: str, session_id: str | None = None) -> str:
 
 class HermesSessionImported(StreamEvent):
     TOPIC = "turnlog:HermesSessionImported"
+    class_version = 2  # 2: marker_rows
     session_id: str
     home: str
     row: dict[str, Any]  # the sessions row: every set column, by Hermes' names
@@ -50,9 +51,16 @@ class HermesSessionImported(StreamEvent):
     # or rewound by /undo): kept here, whole (Hermes column -> value, set ones only), so the
     # agent never sees them as history and an export writes them back as they were.
     inactive_rows: list[dict[str, Any]]
+    # Hermes' session_meta markers (content NULL; Hermes drops them before the model): kept whole like
+    # the inactive rows, for an export, and never in the transcript (an agent's API rejects the role).
+    marker_rows: list[dict[str, Any]]
     routing_entry: dict[str, Any] | None  # the SessionEntry that routed to this session, if any
     actor: str
     cause: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["marker_rows"] = []  # version 1 imported the markers into the transcript
 
 
 class HermesHomeImported(StreamEvent):

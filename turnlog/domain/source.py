@@ -124,6 +124,24 @@ def check_id(name: str, value: str) -> str:
     return value
 
 
+# A session id also names files (Hermes' sessions/<id>.jsonl, exports) and sits in URLs and markup:
+# beyond the id rule, Hermes' own rule for ids it loads (no "..", "/", "\", drive prefix) and no
+# markup characters.
+_UNSAFE_SESSION_ID = re.compile(r"\.\.|[/\\<>\"'&]|^[A-Za-z]:")
+
+
+def check_session_id(value: str) -> str:
+    """The rule for a session id that comes from outside (an import): check_id's, not empty, and
+    nothing that could be read as a path or as markup."""
+    check_id("session_id", value)
+    if not value:
+        raise InvalidRequest("session_id is empty")
+    unsafe = _UNSAFE_SESSION_ID.search(value)
+    if unsafe:
+        raise InvalidRequest(f"session_id holds {unsafe.group()!r} (a path or markup): {quoted(value)}")
+    return value
+
+
 def _required_id(name: str) -> Callable[[Any], str]:
     return lambda value: check_id(name, "" if value is None else str(value))
 

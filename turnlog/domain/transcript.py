@@ -14,6 +14,7 @@ events it stands for, and projections file each of them with their per-message h
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
@@ -49,15 +50,25 @@ class MessagesImported(StreamEvent):
     """Messages seq first_seq .. originator_version, all at once (see the module docstring).
 
     Each message is a dict of MessageAppended's per-message fields (MESSAGE_FIELDS), unset ones
-    left out; the others (session, time, epoch, actor, cause) are the run's."""
+    left out; the others (session, epoch, actor, cause) are the run's. Version 2: each message
+    also carries its own time, `timestamp` (ISO text, UTC): an imported message happened when the
+    other gateway says, not when the import recorded the run (the event's own timestamp)."""
 
     TOPIC = "turnlog:MessagesImported"
+    class_version = 2
     session_id: str
     first_seq: int
     messages: list[dict[str, Any]]
     epoch: int
     actor: str
     cause: str
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        # Version 1 gave every message of a run the run's time.
+        at = state["timestamp"]
+        stamp = at.isoformat() if isinstance(at, datetime) else str(at)
+        state["messages"] = [{**m, "timestamp": stamp} for m in state["messages"]]
 
 
 register_topic(MessageAppended.TOPIC, MessageAppended)
@@ -75,8 +86,13 @@ def imported_fields(run: dict[str, Any]) -> list[dict[str, Any]]:
     """A MessagesImported event's fields (as projections get them, or the event's own) as the
     fields of the MessageAppended events it stands for, in order: the one rule for reading a run."""
     shared = {name: run[name] for name in _RUN_FIELDS if name in run}
-    return [{**shared, **_BLANK, **m, "originator_version": seq}
-            for seq, m in enumerate(run["messages"], start=run["first_seq"])]
+    fields = [{**shared, **_BLANK, **m, "originator_version": seq}
+              for seq, m in enumerate(run["messages"], start=run["first_seq"])]
+    if isinstance(shared.get("timestamp"), datetime):  # the event itself: its times are datetimes too
+        for one in fields:
+            if type(one["timestamp"]) is str:
+                one["timestamp"] = datetime.fromisoformat(one["timestamp"])
+    return fields
 
 
 def imported_messages(run: MessagesImported) -> list[MessageAppended]:

@@ -4,21 +4,23 @@ routing index, so a user can go back.
 Imported sessions are written back from their import record (the Hermes row, its usage and each
 message's own fields) updated by what happened since in turnlog (new messages, an end, flags);
 sessions born in turnlog get rows built from their events. The files are written under temporary
-names and renamed at the end: an export that fails leaves no half-written home.
+names and renamed at the end: an export that fails leaves no half-written home. As `export -o`:
+no file is written through a symbolic link (temporary files are created exclusively, under random
+names, beside their destination), and an existing home is replaced only with `force`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_record_id
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, TurnlogError
 from ..export import _epoch
 from .formats import LID_DIRS
 from .schema import SCHEMA_SQL, SCHEMA_VERSION
@@ -47,49 +49,121 @@ class ExportReport:
         return dict(self.__dict__)
 
 
-def export_home(t: "Turnlog", out_home: str) -> ExportReport:
+def export_home(t: "Turnlog", out_home: str, *, force: bool = False) -> ExportReport:
     home = Path(out_home).expanduser()
-    if (home / "state.db").exists():
-        raise InvalidRequest(f"{home}: already holds a state.db (export-hermes writes a new home)")
+    if home.is_symlink():
+        raise InvalidRequest(f"{home} is a symbolic link: not followed; give the real path")
     if home.exists() and not home.is_dir():
         raise InvalidRequest(f"{home}: not a directory")
-    report = ExportReport(home=str(home.resolve()))
     sessions = t.sessions()
     records = _records(t, sessions)
     homes = _home_records(t)
-    routing = _routing(t, records, report)
-    (home / "sessions").mkdir(parents=True, exist_ok=True)
-    scope = str((home / "sessions").resolve())
-    fd, tmp_db = tempfile.mkstemp(prefix=".state.db.", dir=home)
-    os.close(fd)
+    routing = _routing(t, records, report := ExportReport(home=str(home.absolute())))
+    files = _files(routing, homes)
+    for relative in ("state.db", *files):
+        _check_links(home, relative)
+    if os.path.lexists(home / "state.db") and not force:
+        raise InvalidRequest(f"{home}: already holds a state.db (export-hermes writes a new home): give --force to"
+                             " overwrite it")
+    for relative in files:
+        if os.path.lexists(home / relative) and not force:
+            raise InvalidRequest(f"{home / relative} exists: give --force to overwrite it")
     try:
-        db = sqlite3.connect(tmp_db, isolation_level=None)
+        home.mkdir(parents=True, exist_ok=True)
+        for relative in sorted({str(Path(r).parent) for r in files} - {"."}):
+            _make_dirs(home, relative)
+        report.home = str(home.resolve())
+        scope = str((home / "sessions").resolve())
+        written: list[tuple[str, Path]] = []
         try:
-            db.execute("PRAGMA journal_mode=DELETE")
-            db.executescript(SCHEMA_SQL)
-            db.execute("BEGIN")
-            db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            _write_sessions(t, db, sessions, records, report)
-            now = t.clock.now().timestamp()
-            for key, entry in routing.items():
-                db.execute("INSERT INTO gateway_routing (scope, session_key, entry_json, updated_at) VALUES (?,?,?,?)",
-                           (scope, key, json.dumps(entry), now))
-            for record in homes:
-                for row in record.ledger:
-                    _insert(db, "delivery_obligations", row, ignore=True)
-                    report.ledger_rows += 1
-            db.execute("COMMIT")
+            for relative, text in files.items():
+                written.append((_write_temp(home / relative, text.encode("utf-8")), home / relative))
+            tmp_db = _write_temp(home / "state.db", b"")
+            written.append((tmp_db, home / "state.db"))  # last: a home is a home once it has its state.db
+            _write_db(t, tmp_db, sessions, records, homes, routing, scope, report)
+            for temp, final in written:
+                _move_into_place(temp, final, force)
         finally:
-            db.close()
-        _write_files(home, routing, homes)
-        os.chmod(tmp_db, 0o644)
-        os.replace(tmp_db, home / "state.db")
-    except BaseException:
-        if os.path.exists(tmp_db):
-            os.unlink(tmp_db)
-        raise
+            for temp, _ in written:
+                if os.path.lexists(temp):
+                    os.unlink(temp)
+    except FileExistsError as e:
+        raise InvalidRequest(f"{e.filename} exists: give --force to overwrite it") from None
+    except OSError as e:
+        raise HermesExportError(f"cannot write {e.filename or home}: {e.strerror or e}") from None
     report.routes = len(routing)
     return report
+
+
+class HermesExportError(TurnlogError):
+    """The home could not be written (permission, disk): a runtime failure, not a usage error."""
+
+
+def _check_links(home: Path, relative: str) -> None:
+    """Refused before anything is written: a link on the way to a file or at it (its target may be
+    any file of the user)."""
+    path = home
+    for part in Path(relative).parts:
+        path = path / part
+        if path.is_symlink():
+            raise InvalidRequest(f"{path} is a symbolic link: not followed; give the real path")
+
+
+def _make_dirs(home: Path, relative: str) -> None:
+    path = home
+    for part in Path(relative).parts:
+        path = path / part
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            if path.is_symlink() or not path.is_dir():  # made meanwhile: never write through it
+                raise InvalidRequest(f"{path} is not a plain directory: not followed") from None
+
+
+def _write_temp(final: Path, data: bytes) -> str:
+    """A new file beside `final` holding `data`: created exclusively (O_EXCL, O_NOFOLLOW) under a
+    random name, so nothing planted at a guessable name is written through."""
+    for _ in range(16):
+        temp = final.with_name(f".{final.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return str(temp)
+    raise HermesExportError(f"cannot create a temporary file beside {final}")
+
+
+def _move_into_place(temp: str, final: Path, force: bool) -> None:
+    if force:
+        os.replace(temp, final)  # a rename replaces a link made meanwhile, never writes through it
+    else:
+        os.link(temp, final)  # fails if the name appeared meanwhile: never overwrites unasked
+        os.unlink(temp)
+
+
+def _write_db(t: "Turnlog", tmp_db: str, sessions: list[dict[str, Any]], records: dict[str, HermesSessionImported],
+              homes: list[HermesHomeImported], routing: dict[str, dict[str, Any]], scope: str,
+              report: ExportReport) -> None:
+    db = sqlite3.connect(tmp_db, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=OFF")  # the file is not in place until whole: no journal file to plant
+        db.executescript(SCHEMA_SQL)
+        db.execute("BEGIN")
+        db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        _write_sessions(t, db, sessions, records, report)
+        now = t.clock.now().timestamp()
+        for key, entry in routing.items():
+            db.execute("INSERT INTO gateway_routing (scope, session_key, entry_json, updated_at) VALUES (?,?,?,?)",
+                       (scope, key, json.dumps(entry), now))
+        for record in homes:
+            for row in record.ledger:
+                _insert(db, "delivery_obligations", row, ignore=True)
+                report.ledger_rows += 1
+        db.execute("COMMIT")
+    finally:
+        db.close()
 
 
 def _records(t: "Turnlog", sessions: list[dict[str, Any]]) -> dict[str, HermesSessionImported]:
@@ -159,7 +233,8 @@ def _hermes_key(key: str, origin: dict[str, Any] | None) -> str:
 
 def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[str, Any]],
                     records: dict[str, HermesSessionImported], report: ExportReport) -> None:
-    taken = {i for r in records.values() for i in (*r.message_ids, *(row["id"] for row in r.inactive_rows))}
+    taken = {i for r in records.values()
+             for i in (*r.message_ids, *(row["id"] for row in (*r.inactive_rows, *r.marker_rows)))}
     next_id = max(taken, default=0) + 1
     used: set[int] = set()
     for s in sessions:
@@ -188,7 +263,8 @@ def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[st
                 added_tools += len(m.tool_calls or [])
             _insert(db, "messages", _message_row(m, extra, message_id, session_id))
             report.messages += 1
-        for inactive in record.inactive_rows if record is not None else []:
+        # Rows kept beside the transcript, at their own ids (Hermes orders a transcript by id).
+        for inactive in (*record.inactive_rows, *record.marker_rows) if record is not None else ():
             if inactive["id"] in used:
                 inactive = {**inactive, "id": next_id}
                 next_id += 1
@@ -241,31 +317,21 @@ def _insert(db: sqlite3.Connection, table: str, row: dict[str, Any], *, ignore: 
                f" VALUES ({', '.join('?' * len(names))})", [row[n] for n in names])
 
 
-def _write_files(home: Path, routing: dict[str, dict[str, Any]], homes: list[HermesHomeImported]) -> None:
-    _atomic_write(home / "sessions" / "sessions.json",
-                  json.dumps({"_README": SESSIONS_README, **routing}, indent=2))
+def _files(routing: dict[str, dict[str, Any]], homes: list[HermesHomeImported]) -> dict[str, str]:
+    """The home's files beside state.db (relative path -> text)."""
+    files = {"sessions/sessions.json": json.dumps({"_README": SESSIONS_README, **routing}, indent=2)}
     mappings = {name: value for record in homes for name, value in record.lid_mappings.items()}
-    if mappings:
-        directory = home / LID_DIRS[0]
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, value in mappings.items():
-            _atomic_write(directory / name, json.dumps(value))
+    for name, value in mappings.items():
+        files[f"{LID_DIRS[0]}/{name}"] = json.dumps(value)
     options = next((r.key_options for r in reversed(homes) if r.key_options), None)
     if options:
         lines = ["# written by turnlog export-hermes: the keys that shape session keys"]
         lines += [f"{name}: {'true' if value else 'false'}" for name, value in options.items()]
-        _atomic_write(home / "config.yaml", "\n".join(lines) + "\n")
+        files["config.yaml"] = "\n".join(lines) + "\n"
     reset = next((r.reset for r in reversed(homes) if r.reset), None)
     if reset:
-        _atomic_write(home / "gateway.json", json.dumps(reset, indent=2))
+        files["gateway.json"] = json.dumps(reset, indent=2)
     counts = {k: v for r in homes for k, v in r.restart_counts.items()}
     if counts:
-        _atomic_write(home / ".restart_failure_counts", json.dumps(counts))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
+        files[".restart_failure_counts"] = json.dumps(counts)
+    return files

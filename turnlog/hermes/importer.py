@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 import orjson
@@ -26,9 +27,12 @@ from ..domain.lease import TurnLease
 from ..domain.policy import END_REASONS, FOREIGN_END_REASONS
 from ..domain.route import Route
 from ..domain.session import Session
-from ..domain.source import SessionSource
+from ..domain.source import SessionSource, check_session_id, quoted
 from ..domain.transcript import ROLES, MessagesImported, transcript_id
-from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, read_home
+from ..errors import InvalidRequest
+from . import cells
+from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, json_value, lid_aliases, read_home
+from .owed import import_owed_replies
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
 BATCH_MESSAGES = 10_000  # messages per transaction: big enough to be fast (each commit syncs), small enough to resume
@@ -42,7 +46,7 @@ FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[TAIL:]
 # Most rows have every flag and extra at Hermes' default: nothing of theirs to keep beside the event.
 DEFAULT_TAIL = tuple(MESSAGE_DEFAULTS.get(name) for name in FLAG_AND_EXTRA_COLUMNS)
 ACTIVE = MESSAGE_COLUMNS.index("active")
-UNSAFE_ID_PARTS = ("..", "/", "\\")
+MARKER_ROLE = "session_meta"  # Hermes' gateway marker row: not a message (HERMES_FORMATS §2.2)
 Progress = Callable[[int, int], None]
 
 
@@ -56,15 +60,18 @@ class ImportReport:
     messages_found: int = 0
     messages_imported: int = 0  # into transcripts
     inactive_rows_kept: int = 0  # compacted or rewound rows, kept in the import record
+    marker_rows_kept: int = 0  # session_meta markers: in the import record, never in a transcript
     routes_imported: int = 0
     routes_rekeyed: list[dict[str, str]] = field(default_factory=list)  # Slack keys moved to their workspace
     suspended: int = 0
     resume_pending: int = 0
     ledger_rows: int = 0
+    owed_replies: int = 0  # ledger rows still owed (pending, attempting, failed): in turnlog's ledger now
     restart_counts: int = 0
     reset: dict[str, Any] = field(default_factory=dict)
     key_options: dict[str, Any] = field(default_factory=dict)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    repaired: list[dict[str, str]] = field(default_factory=list)  # cells imported with a repair (cells.py)
 
     @property
     def nothing_to_do(self) -> bool:
@@ -92,8 +99,9 @@ class HermesImporter:
         self.known = known
 
     def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
-            progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES) -> ImportReport:
-        home = read_home(hermes_home, profile)
+            progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES,
+            force: bool = False) -> ImportReport:
+        home = read_home(hermes_home, profile, force=force)
         try:
             with cyclic_gc_paused():
                 return self._run(home, dry_run, progress, batch_messages)
@@ -104,9 +112,10 @@ class HermesImporter:
         report = ImportReport(home=str(home.path), dry_run=dry_run, reset=home.reset,
                               key_options={**home.options, "whatsapp_aliases": str(home.lid_dir or "") or None})
         report.skipped.extend(home.skipped)
-        rows = {row["id"]: row for row in home.sessions}
+        report.repaired.extend(home.repaired)
+        rows, refused = self._session_rows(home, report)
         known = self.known()
-        report.sessions_found = len(rows)
+        report.sessions_found = len(home.sessions)
         plan = self._plan_routes(home, rows, report)
         report.messages_found = home.message_count()
         report.ledger_rows = len(home.ledger)
@@ -114,7 +123,7 @@ class HermesImporter:
         done = 0
         batch: list[tuple[dict[str, Any], list[tuple[Any, ...]]]] = []
         size = 0
-        for session_id, messages in self._sessions_with_messages(home, rows, report):
+        for session_id, messages in self._sessions_with_messages(home, rows, refused, report):
             batch.append((rows[session_id], messages))
             size += len(messages) + 1
             if size >= batch_messages:
@@ -125,30 +134,61 @@ class HermesImporter:
         done += self._commit(batch, home, plan, report, dry_run, known)
         if progress is not None:
             progress(done, report.messages_found)
+        report.owed_replies = import_owed_replies(self.ctx, home, rows, plan.routes, report.skipped, dry_run)
         if not dry_run:
             self._record_home(home, report)
         return report
 
     # -- what to import ---------------------------------------------------------------------
 
-    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]],
+    @staticmethod
+    def _session_rows(home: HermesHome, report: ImportReport) -> tuple[dict[str, dict[str, Any]], dict[Any, str]]:
+        """The sessions to import by id, and the refused ones (id as read -> why): an id goes
+        through the id rules (domain/source.py) like any id from outside."""
+        rows: dict[str, dict[str, Any]] = {}
+        refused: dict[Any, str] = {}
+        for row in home.sessions:
+            ident = row.get("id")
+            try:
+                if not isinstance(ident, str) or not cells.is_clean_text(ident):
+                    raise InvalidRequest("session_id is not valid text" if ident is not None else "session_id is NULL")
+                check_session_id(ident)
+            except InvalidRequest as e:
+                refused[ident] = str(e)
+                report.skipped.append({"what": f"session {_shown_id(ident)}", "reason": str(e)})
+                continue
+            if ident in rows:
+                report.skipped.append({"what": f"session {ident}", "reason": "a second row with this id"})
+                continue
+            rows[ident] = row
+        return rows, refused
+
+    def _sessions_with_messages(self, home: HermesHome, rows: dict[str, dict[str, Any]], refused: dict[Any, str],
                                 report: ImportReport) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-        """(session_id, its message rows) for every session row, in session id order."""
-        pending = sorted(rows)
+        """(session_id, its message rows) for every session row, in session id order for a sound home.
+
+        Sessions without messages are yielded between the groups, where their id sorts; a session
+        with messages only with its group, whatever order a damaged home's ids sort in."""
+        with_messages = home.message_sessions()
+        empty = sorted(s for s in rows if s not in with_messages)
         index = 0
-        for session_id, messages in home.messages():
-            while index < len(pending) and pending[index] < session_id:
-                yield pending[index], []
+        for session_id, messages, repairs in home.messages():
+            while index < len(empty) and type(session_id) is str and empty[index] < session_id:
+                yield empty[index], []
                 index += 1
-            if index < len(pending) and pending[index] == session_id:
+            if type(session_id) is str and session_id in rows:
+                # named when the session is imported (_session_items), not on a re-run that skips it
+                home.session_repairs.setdefault(session_id, []).extend(
+                    {"what": f"message {message_id} of session {session_id}", "reason": note}
+                    for message_id, notes in repairs.items() for note in notes)
                 yield session_id, messages
-                index += 1
             else:
-                report.skipped.append({"what": f"{len(messages)} messages of session {session_id}",
-                                       "reason": "no sessions row for them"})
-        while index < len(pending):
-            yield pending[index], []
-            index += 1
+                why = refused.get(session_id)
+                shown = _shown_id(session_id) if why or not cells.is_clean_text(session_id) else session_id
+                report.skipped.append({"what": f"{len(messages)} messages of session {shown}",
+                                       "reason": f"their session is skipped ({why})" if why
+                                       else "no sessions row for them"})
+        yield from ((session_id, []) for session_id in empty[index:])
 
     def _plan_routes(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport) -> _Plan:
         plan = _Plan()
@@ -169,8 +209,10 @@ class HermesImporter:
         session_id = entry.get("session_id")
         if not isinstance(session_id, str) or not session_id:
             return "entry has no session_id"
-        if any(part in session_id for part in UNSAFE_ID_PARTS) or (len(session_id) > 1 and session_id[1] == ":"):
-            return f"unsafe session id {session_id!r}"
+        try:
+            check_session_id(session_id)
+        except InvalidRequest as e:
+            return f"unsafe session id ({e})"
         if session_id not in rows:
             return f"session {session_id} is not in state.db"
         if rows[session_id].get("end_reason"):
@@ -194,7 +236,7 @@ class HermesImporter:
         options: dict[str, Any] = dict(group_sessions_per_user=home.options["group_sessions_per_user"],
                        thread_sessions_per_user=home.options["thread_sessions_per_user"],
                        profile=_profile_of(namespace),
-                       whatsapp_aliases=str(home.lid_dir) if home.lid_dir else None)
+                       whatsapp_aliases=lid_aliases(home.lid_mappings) if home.lid_mappings else None)
         rk = resolve_routing_key(source, **options)
         if rk.key == key:
             return rk, None
@@ -224,9 +266,10 @@ class HermesImporter:
                 if attempt == 2:
                     raise
         for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "inactive_rows_kept",
-                     "routes_imported", "suspended", "resume_pending"):
+                     "marker_rows_kept", "routes_imported", "suspended", "resume_pending"):
             setattr(report, name, getattr(report, name) + getattr(trial, name))
         report.skipped.extend(trial.skipped)
+        report.repaired.extend(trial.repaired)
         report.routes_rekeyed.extend(trial.routes_rekeyed)
         return sum(len(m) for _, m in batch)
 
@@ -248,6 +291,7 @@ class HermesImporter:
                 report.skipped.append({"what": f"session {session_id}", "reason": "this id is already a session of"
                                        " this log, not an imported one"})
             return []
+        report.repaired += home.session_repairs.get(session_id, [])
         now = ctx.clock.now()
         cause = import_cause(str(home.path), session_id)
         say: dict[str, Any] = dict(at=now, actor=IMPORT_ACTOR, cause=cause)
@@ -259,7 +303,9 @@ class HermesImporter:
                               origin=origin, reason=IMPORT_REASON, previous_session_id=None,
                               parent_session_id=row.get("parent_session_id"), **say)
         items: list[Any] = [session]
-        runs, appended, extras = self._messages(session_id, messages, now, cause, report)
+        started = cells.epoch(row.get("started_at"), "started_at", [])
+        runs, appended, extras = self._messages(session_id, messages, now, cause, report,
+                                                started if started is not None else now.timestamp())
         items += runs
         restarts = max((home.restart_counts.get(rk.key, 0) or home.restart_counts.get(e.get("session_key", ""), 0)
                         for rk, e in routes), default=0)
@@ -285,9 +331,10 @@ class HermesImporter:
 
     @staticmethod
     def _messages(session_id: str, messages: list[tuple[Any, ...]], now: Any, cause: str,
-                  report: ImportReport) -> tuple[list[MessagesImported], int, dict[str, Any]]:
+                  report: ImportReport, started: float) -> tuple[list[MessagesImported], int, dict[str, Any]]:
         """The session's live rows as MessagesImported runs (and how many messages they hold);
-        what turnlog has no field for goes to the import record (`extras`)."""
+        what turnlog has no field for goes to the import record (`extras`). Each message keeps
+        its own Hermes time; a row without one (damaged) takes the previous row's."""
         runs: list[MessagesImported] = []
         run: list[dict[str, Any]] = []
         chars = 0
@@ -295,7 +342,9 @@ class HermesImporter:
         times: list[float] = []
         fields: dict[str, dict[str, Any]] = {}
         inactive: list[dict[str, Any]] = []
+        markers: list[dict[str, Any]] = []
         stream = transcript_id(session_id)
+        last_time = started
 
         def close_run() -> None:
             runs.append(MessagesImported(
@@ -305,17 +354,26 @@ class HermesImporter:
         for row in messages:
             (message_id, _, role, content, tool_call_id, raw_calls, tool_name, timestamp, token_count,
              finish_reason, platform_message_id) = row[:TAIL]
-            if row[ACTIVE] == 0:  # NULL (an old reconciler's column) counts as active, as in Hermes
-                inactive.append({name: value for name, value in zip(MESSAGE_COLUMNS, row)
-                                 if value is not None and name != "session_id"})
+            if timestamp is None:
+                report.repaired.append({"what": f"message {message_id} of session {session_id}",
+                                        "reason": "no time: the previous message's time is used"})
+                timestamp = last_time
+            last_time = timestamp
+            if row[ACTIVE] == 0 or role == MARKER_ROLE:
+                # Not part of the live transcript (NULL `active`, an old reconciler's column, counts
+                # as active, as in Hermes); a marker row is never a message an agent may see.
+                kept = {name: value for name, value in zip(MESSAGE_COLUMNS, row)
+                        if value is not None and name != "session_id"}
+                (inactive if row[ACTIVE] == 0 else markers).append({**kept, "timestamp": timestamp})
                 continue
             if role not in ROLES:
                 report.skipped.append({"what": f"message {message_id} of session {session_id}",
-                                       "reason": f"unknown role {role!r}"})
+                                       "reason": f"unknown role {quoted(role)}"})
                 continue
             extra: dict[str, Any] = {}
             # Only the set fields: an unset one reads as None (transcript.MESSAGE_FIELDS).
-            message: dict[str, Any] = {"role": role, "content": content or "", "turn_id": f"hermes:{message_id}"}
+            message: dict[str, Any] = {"role": role, "content": content or "", "turn_id": f"hermes:{message_id}",
+                                       "timestamp": _iso(timestamp)}
             if content is None:
                 extra["content_null"] = True
             if raw_calls is not None:
@@ -343,8 +401,9 @@ class HermesImporter:
         if run:
             close_run()
         report.inactive_rows_kept += len(inactive)
+        report.marker_rows_kept += len(markers)
         return runs, len(ids), {"message_ids": ids, "message_times": times, "message_fields": fields,
-                                "inactive_rows": inactive}
+                                "inactive_rows": inactive, "marker_rows": markers}
 
     @staticmethod
     def _flags(session: Session, row: dict[str, Any], entry: dict[str, Any] | None, restarts: int,
@@ -410,10 +469,7 @@ def _origin(row: dict[str, Any], entry: dict[str, Any] | None) -> dict[str, Any]
     """The session's origin: the routing entry's, else origin_json, else its columns (gateway rows)."""
     origin: Any = entry.get("origin") if entry else None
     if origin is None and row.get("origin_json"):
-        try:
-            origin = json.loads(row["origin_json"])
-        except ValueError:
-            origin = None
+        origin = json_value(row["origin_json"])
     if origin is None and row.get("chat_id") is not None:
         origin = {"platform": row.get("source"), "chat_id": row.get("chat_id"), "chat_type": row.get("chat_type"),
                   "user_id": row.get("user_id"), "thread_id": row.get("thread_id"),
@@ -432,10 +488,7 @@ def _tool_calls(raw: Any, extra: dict[str, Any]) -> list[dict[str, Any]] | None:
     try:
         value = orjson.loads(raw)  # several times faster; what it refuses (NaN, huge ints), json reads
     except (TypeError, ValueError):
-        try:
-            value = json.loads(raw)
-        except (TypeError, ValueError):
-            value = None
+        value = json_value(raw)  # None for what an event could not hold
     if isinstance(value, list) and all(isinstance(c, dict) for c in value):
         if json.dumps(value) != raw:
             extra["tool_calls_text"] = raw
@@ -444,3 +497,12 @@ def _tool_calls(raw: Any, extra: dict[str, Any]) -> list[dict[str, Any]] | None:
     return None
 
 
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat()  # as the transcoder writes a datetime
+
+
+def _shown_id(ident: Any) -> str:
+    """A refused id for the report: quoted, cut, bytes shown as bytes."""
+    return quoted(cells.text(ident, "id", []) if ident is not None else "NULL")

@@ -76,11 +76,14 @@ def history(runner: ProjectionRunner, *, session: str | None = None, route_ids: 
         if session_id not in sessions and route_id not in routes:
             continue
         for one in imported_messages(event) if topic == _IMPORTED else (event,):
-            out.append({"position": position, "at": one.timestamp.isoformat(),
+            data = event_data(one)
+            if one is not event:  # `at` is when the log recorded it; the message happened at its own time
+                data["message_at"] = one.timestamp.isoformat()
+            out.append({"position": position, "at": event.timestamp.isoformat(),
                         "event": _APPENDED if one is not event else event_name(topic),
                         "actor": getattr(one, "actor", None), "cause": getattr(one, "cause", None),
                         "session_id": session_id, "session_key": getattr(one, "session_key", None) or stream_key,
-                        "data": event_data(one)})
+                        "data": data})
     return out
 
 
