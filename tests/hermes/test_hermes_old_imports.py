@@ -1,5 +1,5 @@
 """Logs imported before issue 19 (MessagesImported and HermesSessionImported version 1) still read:
-tests/data/e651a17-hermes-import.db (tests/data/README.md). Version 1 gave every message of a run
+tests/data/hermes-import-v1-message-times.db (tests/data/README.md). Version 1 gave every message of a run
 the run's time and kept session_meta markers in the transcript; the upcasters say so, and an
 export writes the same rows back."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from turnlog import ManualClock, SequentialIds, Turnlog
 
-OLD_DB = Path(__file__).parents[1] / "data" / "e651a17-hermes-import.db"
+OLD_DB = Path(__file__).parents[1] / "data" / "hermes-import-v1-message-times.db"
 TG_DM_2 = "20261105_210210_ae4d6fdf"
 IMPORTED_AT = "2026-12-01T00:00:00+00:00"
 

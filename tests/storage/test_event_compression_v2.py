@@ -1,6 +1,6 @@
 """Stored events are zstd against dictionary v2 now; what older versions stored stays readable.
 
-`tests/data/a0c9696_log.db` is a log written by turnlog a0c9696 (tests/data/make_a0c9696_log.py):
+`tests/data/log-deflate-v1-events.db` is a log written by turnlog a0c9696 (tests/data/make_deflate_v1_log.py):
 the demo's events of ~30 kinds stored as plain JSON, then 60 turns on one key stored deflate-v1,
 with v1 snapshots. Only its log is there; the read models rebuild from it.
 """
@@ -21,7 +21,7 @@ from turnlog.cli import main
 from turnlog.storage import event_compressor
 from turnlog.storage.event_compressor import V1, V2, compact, inflate
 
-OLD_LOG = Path(__file__).parents[1] / "data" / "a0c9696_log.db"
+OLD_LOG = Path(__file__).parents[1] / "data" / "log-deflate-v1-events.db"
 OLD_KEY = "agent:main:telegram:dm:4242"
 
 

@@ -1,5 +1,5 @@
 """Logs written by earlier versions stay readable and replay to the same state (DESIGN: stored
-events live forever). tests/data/a0c9696-turns.db was written by turnlog at a0c9696, whose turn
+events live forever). tests/data/turns-v1-lease-acquired.db was written by turnlog at a0c9696, whose turn
 start saved a LeaseRenewed beside each version-1 LeaseAcquired (no `last_seq`): three turns on two
 keys, the last one run after waiting for another owner's lease (tests/data/README.md)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
-OLD_DB = Path(__file__).parents[1] / "data" / "a0c9696-turns.db"
+OLD_DB = Path(__file__).parents[1] / "data" / "turns-v1-lease-acquired.db"
 ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="discord", chat_id="7", user_id="7", user_name="bob")
 

@@ -1,8 +1,8 @@
-"""Writes tests/data/a0c9696_log.db: a log as turnlog a0c9696 (deflate v1 events) wrote it.
+"""Writes tests/data/log-deflate-v1-events.db: a log as turnlog a0c9696 (deflate v1 events) wrote it.
 
 Run with turnlog at a0c9696 installed (a worktree of that commit with its own venv):
     rm -f /tmp/old.db && TURNLOG_COMPACT_EVENTS=0 turnlog --db /tmp/old.db demo >/dev/null
-    python tests/data/make_a0c9696_log.py /tmp/old.db tests/data/a0c9696_log.db
+    python tests/data/make_deflate_v1_log.py /tmp/old.db tests/data/log-deflate-v1-events.db
 The demo's ~130 events of ~30 kinds are stored as plain JSON (compaction off); then 60 turns on
 one key with compaction on store deflate-v1 events and v1 snapshots (every 100th version of a
 session, its lease and its inbox). Only the log is kept (events, snapshots, chain, marker):
