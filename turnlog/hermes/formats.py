@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import InvalidRequest, TurnlogError
+from ..storage.uri import file_uri
 
 # Message columns a turnlog MessageAppended does not carry; kept beside the transcript when set.
 MESSAGE_EXTRAS = (
@@ -99,7 +100,7 @@ def home_of(hermes_home: str | Path, profile: str | None = None) -> Path:
 def read_home(hermes_home: str | Path, profile: str | None = None) -> HermesHome:
     home = home_of(hermes_home, profile)
     try:
-        db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
+        db = sqlite3.connect(file_uri(home / "state.db", mode="ro"), uri=True)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
         raise HermesHomeError(f"{home / 'state.db'}: not a readable SQLite database ({e})") from None

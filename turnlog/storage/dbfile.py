@@ -26,9 +26,9 @@ import uuid
 from typing import Any
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from urllib.parse import quote
-
 from ..errors import ReadOnlyDatabase, StoreError
+from .sqlite_errors import system_problem
+from .uri import file_uri
 
 MARKER_TABLE = "turnlog_meta"
 FORMAT = "turnlog"
@@ -61,26 +61,24 @@ def writable(path: str) -> bool:
 
 def sqlite_uri(path: str, *, read_only: bool) -> str:
     """The URI SQLite opens `path` by (the library's SQLite connections take URIs)."""
-    uri = "file:" + quote(os.path.abspath(path))
     if not read_only:
-        return uri
+        return file_uri(path)
     if not os.path.exists(path + "-wal") and not writable(path):
-        return uri + "?mode=ro&immutable=1"  # nothing can write it, and no -wal/-shm is made
-    return uri + "?mode=ro"
+        return file_uri(path, mode="ro", immutable=1)  # nothing can write it, and no -wal/-shm is made
+    return file_uri(path, mode="ro")
 
 
 def _connect_ro(path: str) -> sqlite3.Connection:
     # Through the WAL when there is one (a live database); otherwise immutable, which reads the
     # file alone and creates nothing beside it.
-    uri = "file:" + quote(os.path.abspath(path))
     if os.path.exists(path + "-wal") and os.path.exists(path + "-shm"):
         try:
-            conn = sqlite3.connect(uri + "?mode=ro", uri=True)
+            conn = sqlite3.connect(file_uri(path, mode="ro"), uri=True)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn
         except sqlite3.DatabaseError:
             pass
-    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
+    return sqlite3.connect(file_uri(path, mode="ro", immutable=1), uri=True)
 
 
 def identify(path: str, *, views_only: bool = False) -> Identity:
@@ -88,8 +86,7 @@ def identify(path: str, *, views_only: bool = False) -> Identity:
     not a turnlog database. `views_only`: a read-model file beside a PostgreSQL log (no events)."""
     if not os.path.lexists(path):
         return Identity("missing", path)
-    if os.path.isdir(path):
-        raise StoreError(f"{path} is a directory, not a turnlog database")
+    refuse_unless_regular(path)
     try:
         with open(path, "rb") as f:
             header = f.read(100)
@@ -111,8 +108,34 @@ def identify(path: str, *, views_only: bool = False) -> Identity:
             return _classify(conn, path, views_only)
         finally:
             conn.close()
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a turnlog database ({e})") from None
+    except sqlite3.Error as e:
+        raise unreadable(path, e) from None
+
+
+def refuse_unless_regular(path: str) -> None:
+    """A database is a regular file (or a link to one): opening a FIFO would wait for a writer
+    forever, a device is never a database."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise StoreError(f"{path} is a symbolic link to nothing, not a turnlog database") from None
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+    if stat.S_ISREG(mode):
+        return
+    what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+        "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+        "not a regular file"
+    raise StoreError(f"{path} is {what}, not a turnlog database")
+
+
+def unreadable(path: str, error: sqlite3.Error) -> StoreError:
+    """The one line for an SQLite error met while reading what a file is: a problem of the disk
+    or system is named as such, never as a file of the wrong kind."""
+    problem = system_problem(error)
+    if problem is not None:
+        return StoreError(f"cannot read {path}: {problem} ({error}); the file itself was not judged")
+    return StoreError(f"{path} is not a turnlog database ({error})")
 
 
 def _expected_size(header: bytes) -> int:

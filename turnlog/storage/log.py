@@ -25,6 +25,7 @@ from eventsourcing.utils import resolve_topic
 
 from .event_compressor import EventCompressor, inflate
 from .sql import rows_in, utc_text
+from .uri import file_uri
 
 Row = tuple[int, Any, int, str, bytes]
 _IDS_CACHED = 200_000
@@ -296,7 +297,7 @@ def _log_connection(recorder: Any) -> Any:
     db_name = getattr(getattr(datastore, "pool", None), "db_name", None)
     if not isinstance(db_name, str) or ":memory:" in db_name or db_name.startswith("file:"):
         return None
-    return sqlite3.connect(f"file:{db_name}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+    return sqlite3.connect(file_uri(db_name, mode="ro"), uri=True, timeout=30, check_same_thread=False)
 
 
 class _PostgresLog:

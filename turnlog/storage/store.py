@@ -8,7 +8,6 @@ SQLite file beside the process.
 from __future__ import annotations
 
 import os
-import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,30 +122,9 @@ def _postgres_location(url: str, views_path: str | None) -> StoreLocation:
     return StoreLocation(kind="postgres", env=env, views_path=views_path, display=f"postgresql://{parsed.hostname}/{dbname}")
 
 
-def check_sqlite_file(path: str) -> None:
-    """Refuse a file that is not an SQLite database, or is one that some other program owns."""
-    if path.startswith("file:") or not os.path.exists(path):
-        parent = os.path.dirname(os.path.abspath(path))
-        if not path.startswith("file:") and not os.path.isdir(parent):
-            raise StoreError(f"cannot create database {path}: directory {parent} does not exist")
-        return
-    if os.path.isdir(path):
-        raise StoreError(f"{path} is a directory, not a turnlog database")
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            tables = {row[0] for row in conn.execute("select name from sqlite_master where type='table'")}
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a turnlog database ({e})") from None
-    if tables and EVENTS_TABLE not in tables and "turnlog_meta" not in tables:  # dbfile.MARKER_TABLE
-        raise StoreError(f"{path} is an SQLite database but not a turnlog one (it has no {EVENTS_TABLE} table)")
-
-
 def open_application(location: StoreLocation) -> TurnlogApplication:
-    if location.kind == "sqlite":
-        check_sqlite_file(location.env["SQLITE_DBNAME"])
+    """The eventsourcing application on a location that dbfile.open_location has checked (what
+    its files are, decided before anything opens them)."""
     try:
         with _schema_lock(location):
             return TurnlogApplication(env=location.env)
