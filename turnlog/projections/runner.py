@@ -92,6 +92,19 @@ class ProjectionCorrupt(StoreError):
         self.name = name
 
 
+class UnreadableEvent(StoreError):
+    """An event in the log that a projection cannot take: its stored bytes do not decode, or
+    its fields are not those its topic promises (an edited or damaged log)."""
+
+    def __init__(self, name: str, position: int, topic: str, problem: str) -> None:
+        super().__init__(f"the event at position {position} ({topic}) cannot be read into the {name} read model"
+                         f" ({problem}); `turnlog verify --chain` tells whether it was edited")
+        self.name = name
+        self.position = position
+        self.topic = topic
+        self.problem = problem
+
+
 @dataclass
 class RebuildReport:
     projections: list[str]
@@ -332,6 +345,7 @@ class ProjectionRunner:
         fields_of, decode = self.log.fields, self.log.decode
         plan: dict[str, list[tuple[str, int, int, Callable[..., None], bool]]] = {}
         name = ""
+        row = None
         try:
             for i, row in enumerate(rows) if by_row else ():
                 position, topic = row[0], row[3]
@@ -365,6 +379,20 @@ class ProjectionRunner:
             if is_corruption(e):
                 raise ProjectionCorrupt(name, e) from e
             raise
+        except Exception as e:  # noqa: BLE001 - an event that cannot be decoded or applied is named
+            raise self._unreadable(name, rows if row is None else [row], e) from e
+
+    def _unreadable(self, name: str, rows: Sequence[Row], error: Exception) -> "UnreadableEvent":
+        """The event a projection could not take: the first of `rows` that does not decode, else
+        (a batch whose events all decode) the batch's first."""
+        culprit = rows[0]
+        for row in rows:
+            try:
+                self.log.fields(row)
+            except Exception as e:  # noqa: BLE001 - looking for the row that fails
+                culprit, error = row, e
+                break
+        return UnreadableEvent(name, culprit[0], culprit[3], f"{type(error).__name__}: {error}")
 
     def _reads(self, name: str, topic: str) -> bool:
         topics = self.projections[name].topics
