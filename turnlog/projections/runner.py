@@ -415,9 +415,7 @@ class ProjectionRunner:
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
         batch = batch or REBUILD_BATCH
-        with self._bulk(), parallel.helper_files_owned(self) as owner:
-            # Helpers' files belong to one rebuild at a time; another one running meanwhile
-            # shares the fresh tables of this file instead (see _pass), in one process.
+        with self._bulk(), parallel.rebuild_lock(self) as owner:
             if owner:
                 self._take_helpers_work(check=True)  # what helpers of a killed rebuild had committed
             report.resumed = self._start_rebuild(selected)
