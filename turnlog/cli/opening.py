@@ -4,7 +4,9 @@ Commands that write (record events, rebuild or repair read models) open the data
 writing and may create it. Every other command only reads: it never creates a database (a
 mistyped --db is an error naming the path), and on a database that cannot be written (a
 read-only file or folder) it opens it read-only and reads the read models as of their
-positions, with a one-line note on stderr when they are behind the log.
+positions, with a one-line note on stderr when they are behind the log. A read writes only to
+catch the read models up, and gives way to another process holding the write lock (a gateway
+mid-turn, a rebuild) after READ_LOCK_WAIT_S: it then reads them as of their positions too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import click
 from ..api import Turnlog
 from ..storage import dbfile
 from ..storage.store import parse_location
+
+READ_LOCK_WAIT_S = 2.0
 
 
 def writes(ctx: click.Context) -> bool:
@@ -39,10 +43,12 @@ def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) 
         ctx.call_on_close(scratch.cleanup)
         return Turnlog(os.path.join(scratch.name, "empty.db"), **options)
     read_only = os.path.exists(path) and not dbfile.writable(path)
-    t = Turnlog(db, views=views, read_only=read_only, create=False, **options)
-    if read_only:
+    t = Turnlog(db, views=views, read_only=read_only, create=False, lock_wait=READ_LOCK_WAIT_S, **options)
+    t.catch_up()
+    if t.stale:
         behind = t.projections_behind()
         if behind:
-            click.echo(f"note: {path} is read-only: read models are {behind} events behind the log"
+            why = "is read-only" if read_only else "is being written by another process"
+            click.echo(f"note: {path} {why}: read models are {behind} events behind the log"
                        " (may be stale)", err=True)
     return t

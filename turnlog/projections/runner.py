@@ -35,7 +35,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from eventsourcing.application import Application
 
@@ -56,10 +56,13 @@ ELSEWHERE = "helper"  # the name a helper's file is attached under
 Progress = Callable[[int, int], None]  # (events done, events to do)
 
 
+LOCK_TIMEOUT_S = 30  # how long a write to the read models waits for another process's
+
+
 def connect_views(path: str, *, read_only: bool = False) -> sqlite3.Connection:
-    """`read_only`: `path` is a read-only URI (commands/dbfile.py); nothing on it may write."""
+    """`read_only`: `path` is a read-only URI (storage/dbfile.py); nothing on it may write."""
     uri = path.startswith("file:")
-    conn = sqlite3.connect(path, uri=uri, timeout=30, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, uri=uri, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     if read_only:
         conn.execute("PRAGMA query_only=1")
     else:
@@ -173,7 +176,38 @@ class ProjectionRunner:
             self._ensure_schema()
 
     def _ensure_schema(self) -> None:
-        with self._lock, self._write():
+        with self._lock:
+            if self._schema_is_current():
+                return  # an open that only reads must not write (nor wait for the write lock)
+            self._write_schema()
+
+    def _schema_is_current(self) -> bool:
+        """Whether the schema needs no change, found out without writing: with the connection
+        query-only, every statement that would change something fails instead."""
+        self.db.execute("PRAGMA query_only=1")
+        try:
+            tables = self._table_names()
+            if not {POSITIONS_TABLE, REBUILDS_TABLE, VERSIONS_TABLE} <= tables:
+                return False
+            known = dict(self.db.execute(f"SELECT name, position FROM {POSITIONS_TABLE}").fetchall())
+            versions = dict(self.db.execute(f"SELECT name, version FROM {VERSIONS_TABLE}").fetchall())
+            for p in self.projections.values():
+                version = getattr(p, "version", None)
+                if p.name not in known or (version is not None and versions.get(p.name) != version):
+                    return False
+                t = Tables(self.db)
+                p.create(t)
+                p.create_indexes(t)
+            return True
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorname", "") == "SQLITE_READONLY":
+                return False
+            raise
+        finally:
+            self.db.execute("PRAGMA query_only=0")
+
+    def _write_schema(self) -> None:
+        with self._write():
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITIONS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
             _create_rebuilds_table(self.db, REBUILDS_TABLE)
@@ -202,6 +236,19 @@ class ProjectionRunner:
             self._drop(p, table + REBUILD_SUFFIX)
         self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (p.name,))
         self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (p.name,))
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float | None) -> Iterator[None]:
+        """Writes to the read models meanwhile wait at most `seconds` (None: LOCK_TIMEOUT_S) for
+        another process's write lock, then raise SQLITE_BUSY."""
+        if seconds is None:
+            yield
+            return
+        self.db.execute(f"PRAGMA busy_timeout={max(0, int(seconds * 1000))}")
+        try:
+            yield
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout={LOCK_TIMEOUT_S * 1000}")
 
     def _refuse_if_read_only(self, what: str) -> None:
         if self.read_only:
