@@ -25,8 +25,7 @@ from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
-from .storage import dbfile
-from .storage.store import open_application, parse_location
+from .storage import backend as storage_backend
 from .config import EngineConfig
 from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
@@ -95,11 +94,11 @@ class Turnlog:
         before the reads answer from the models as of their positions (`stale`); None: as long
         as any write waits."""
         self.read_only = read_only
-        self.location = dbfile.open_location(parse_location(location, views), read_only=read_only,
-                                             create_missing=create and not read_only)
+        self.backend = storage_backend.create(location, views).prepare(read_only=read_only,
+                                                                       create_missing=create and not read_only)
         self.config = config or EngineConfig()
         self.clock = clock or SystemClock()
-        self.app = open_application(self.location)
+        self.app = self.backend.open_application()
         self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config,
                                   read_only=read_only)
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
@@ -113,15 +112,15 @@ class Turnlog:
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
-            self.app, self.location.views_path,
+            self.app, self.backend.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
              SearchProjection()],
-            read_only=read_only,
+            read_only=read_only, backend=self.backend,
         )
         self.chain = ChainSealer(self.app, self.projections.db) if not read_only else _read_only_chain(self)
         self.maintenance = Maintenance(self.projections, self.chain, read_only=read_only,
-                                       display=self.location.display, lock_wait=lock_wait)
+                                       display=self.backend.display, lock_wait=lock_wait)
         # Reads go through the views; writable, the facade catches the read models up first.
         self.views = Views(self.projections, self.app, refresh=self.catch_up)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)

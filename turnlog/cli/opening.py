@@ -18,8 +18,7 @@ from typing import Any
 import click
 
 from ..api import Turnlog
-from ..storage import dbfile
-from ..storage.store import parse_location
+from ..storage.backend import create as backend_of
 
 READ_LOCK_WAIT_S = 2.0
 
@@ -36,13 +35,13 @@ def writes(ctx: click.Context) -> bool:
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
     if writes(ctx):
         return Turnlog(db, views=views, **options)
-    location = parse_location(db, views)
-    path = location.env["SQLITE_DBNAME"] if location.kind == "sqlite" else location.views_path
-    if location.kind == "sqlite" and getattr(ctx.command, "empty_when_missing", False) and not os.path.lexists(path):
+    backend = backend_of(db, views)
+    path = backend.local_file()
+    if getattr(ctx.command, "empty_when_missing", False) and not backend.has_log():
         scratch = tempfile.TemporaryDirectory(prefix="turnlog-dry-run-")
         ctx.call_on_close(scratch.cleanup)
         return Turnlog(os.path.join(scratch.name, "empty.db"), **options)
-    read_only = os.path.exists(path) and not dbfile.writable(path)
+    read_only = os.path.exists(path) and not backend.writable()
     t = Turnlog(db, views=views, read_only=read_only, create=False, lock_wait=READ_LOCK_WAIT_S, **options)
     t.catch_up()
     if t.stale:

@@ -218,7 +218,7 @@ def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, p
     code = 1
     try:
         _die_with(parent)
-        helper = type(runner)(runner.app, runner.views_path, list(runner.projections.values()))
+        helper = type(runner)(runner.app, runner.views_path, list(runner.projections.values()), backend=runner.backend)
         helper.fill_elsewhere(group, path, batch=batch, pause=pause)
         helper.close()
         code = 0

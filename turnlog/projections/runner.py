@@ -44,6 +44,7 @@ from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .legacy import LegacyProjection
+from ..storage.backend import Backend
 from ..storage.log import LogReader, Row
 
 BATCH = 5000
@@ -157,15 +158,18 @@ class _Target:
 
 class ProjectionRunner:
     def __init__(self, app: Application, views_path: str, projections: Sequence[Any], *,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, backend: Backend | None = None) -> None:
+        """`backend`: where the log is (storage/backend.py), for reading it by SQL; without one it
+        is read through the library's notification API."""
         self.app = app
+        self.backend = backend
         # Read-only: the read models are read as of their positions, never caught up or rebuilt.
         self.read_only = read_only
         self.views_path = views_path
         self.projections: dict[str, Projection] = {
             p.name: p if hasattr(p, "writer") else LegacyProjection(p) for p in projections}
         self.db = connect_views(views_path, read_only=read_only)
-        self.log = LogReader(app, self.db, views_path)
+        self.log = LogReader(app, self.db, backend.log_access(app, self.db) if backend is not None else None)
         self.batch = BATCH
         self._lock = threading.RLock()
         self.lock = self._lock  # held while reading the read-model connection from several threads

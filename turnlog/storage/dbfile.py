@@ -23,8 +23,7 @@ import os
 import sqlite3
 import stat
 import uuid
-from typing import Any
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from ..errors import ReadOnlyDatabase, StoreError
 from .sqlite_errors import system_problem
@@ -245,31 +244,3 @@ def prepare(path: str, *, read_only: bool, create_missing: bool, views_only: boo
     if not read_only and not writable(path):
         raise ReadOnlyDatabase(f"{path} is read-only (this needs to write to it)")
     return identity
-
-
-def open_location(location: Any, *, read_only: bool, create_missing: bool) -> Any:
-    """Check the store's SQLite file(s) (commands/store.py `StoreLocation`) before anything opens
-    them; for a read-only open, the location to open them by (read-only URIs, no table creation)."""
-    if location.kind == "sqlite":
-        path = location.env["SQLITE_DBNAME"]
-        if path.startswith("file:") or ":memory:" in path:
-            return location  # the caller's own URI: opened as given
-        identity = prepare(path, read_only=read_only, create_missing=create_missing)
-        if not read_only:
-            if identity.kind == "legacy":
-                mark(path)
-            return location
-        uri = sqlite_uri(path, read_only=True)
-        return replace(location, env={**location.env, "SQLITE_DBNAME": uri, "CREATE_TABLE": "false"},
-                       views_path=uri)
-    views = location.views_path
-    if views.startswith("file:") or ":memory:" in views:
-        return location
-    # A PostgreSQL log's local read models are a cache of it: made when missing, unless read-only.
-    identity = prepare(views, read_only=read_only, create_missing=not read_only, views_only=True)
-    if read_only:
-        return replace(location, env={**location.env, "CREATE_TABLE": "false"},
-                       views_path=sqlite_uri(views, read_only=True))
-    if identity.kind == "legacy":
-        mark(views)
-    return location
