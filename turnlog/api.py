@@ -91,8 +91,8 @@ class Turnlog:
         database when it is missing (never when read-only). A file that is not a turnlog
         database is refused (StoreError) before anything is written (storage/dbfile.py).
         `lock_wait`: how long catching the read models up waits for another process's write lock
-        before the reads answer from the models as of their positions (`stale`); None: as long
-        as any write waits."""
+        before the reads answer, for the rest of this open, from the models as of their
+        positions (`stale`); None: as long as any write waits."""
         self.read_only = read_only
         self.backend = storage_backend.create(location, views).prepare(read_only=read_only,
                                                                        create_missing=create and not read_only)

@@ -60,3 +60,14 @@ def test_a_read_that_meets_a_tampered_event_names_it_in_one_line(db):
     assert result.exit_code == 1
     assert result.output.count("\n") == 1
     assert f"the event at position {position} ({TAMPERED})" in result.output and "verify --chain" in result.output
+
+
+def test_verify_chain_names_the_tampered_event_when_the_read_models_are_behind_it(db):
+    position = tamper(db, CHANGES["not a zstd frame"])
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE projection_positions SET position=0")
+    conn.close()
+    result = run("--db", str(db), "verify", "--chain")
+    assert result.exit_code == 1
+    assert result.output == f"chain: event at position {position} edited\n"
