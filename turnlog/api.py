@@ -25,8 +25,7 @@ from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
-from .storage import dbfile
-from .storage.store import open_application, parse_location
+from .storage import backend as storage_backend
 from .config import EngineConfig
 from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
@@ -85,18 +84,21 @@ class Turnlog:
     def __init__(self, location: str | os.PathLike[str] = DEFAULT_DB, *, config: EngineConfig | None = None,
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
                  views: str | None = None, owner: str | None = None, read_only: bool = False,
-                 create: bool = True) -> None:
+                 create: bool = True, lock_wait: float | None = None) -> None:
         """`read_only`: never write a byte (no table creation, no catch-up, no sealing, no marker;
         SQLite opened by a `mode=ro` URI): the read models are read as of their positions
         (`projections_behind()` tells how far behind the log they are). `create`: make the
         database when it is missing (never when read-only). A file that is not a turnlog
-        database is refused (StoreError) before anything is written (commands/dbfile.py)."""
+        database is refused (StoreError) before anything is written (storage/dbfile.py).
+        `lock_wait`: how long catching the read models up waits for another process's write lock
+        before the reads answer, for the rest of this open, from the models as of their
+        positions (`stale`); None: as long as any write waits."""
         self.read_only = read_only
-        self.location = dbfile.open_location(parse_location(location, views), read_only=read_only,
-                                             create_missing=create and not read_only)
+        self.backend = storage_backend.create(location, views).prepare(read_only=read_only,
+                                                                       create_missing=create and not read_only)
         self.config = config or EngineConfig()
         self.clock = clock or SystemClock()
-        self.app = open_application(self.location)
+        self.app = self.backend.open_application()
         self.ctx = CommandContext(self.app, self.clock, session_ids or hermes_session_id, self.config,
                                   read_only=read_only)
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
@@ -110,15 +112,15 @@ class Turnlog:
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
-            self.app, self.location.views_path,
+            self.app, self.backend.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
              SearchProjection()],
-            read_only=read_only,
+            read_only=read_only, backend=self.backend,
         )
         self.chain = ChainSealer(self.app, self.projections.db) if not read_only else _read_only_chain(self)
         self.maintenance = Maintenance(self.projections, self.chain, read_only=read_only,
-                                       display=self.location.display)
+                                       display=self.backend.display, lock_wait=lock_wait)
         # Reads go through the views; writable, the facade catches the read models up first.
         self.views = Views(self.projections, self.app, refresh=self.catch_up)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)
@@ -534,6 +536,12 @@ class Turnlog:
         `workers` processes share the work (default: two for a large rebuild on two cores or
         more, when this process has one thread). Returns counts and seconds."""
         return self.maintenance.rebuild(names, progress=progress, pause=pause, batch=batch, workers=workers)
+
+    @property
+    def stale(self) -> bool:
+        """Whether reads answer from the read models as of their positions, without catching
+        them up: a read-only open, or one whose catch-up gave way to a writer (`lock_wait`)."""
+        return self.maintenance.stale
 
     def projections_behind(self) -> int:
         """How many log positions the furthest-behind read model lags the log (0: caught up)."""

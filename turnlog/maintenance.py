@@ -2,14 +2,18 @@
 verifying and repairing them, and the hash chain. The log itself is never changed here.
 
 A read-only open (`read_only`) catches nothing up and seals nothing; its rebuilds and repairs
-are refused (ReadOnlyDatabase) by the runner.
+are refused (ReadOnlyDatabase) by the runner. With `lock_wait`, a catch-up that finds another
+process holding the write lock longer than that gives way: from then on the read models are
+read as of their positions (`stale`), as a read-only open reads them.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any, Callable, Iterable
 
 from .errors import InvalidRequest, ReadOnlyDatabase
+from .storage.sqlite_errors import is_busy
 from .projections import verify as _verify
 from .storage.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.runner import ProjectionRunner
@@ -17,21 +21,30 @@ from .projections.runner import ProjectionRunner
 
 class Maintenance:
     def __init__(self, runner: ProjectionRunner, chain: ChainSealer | None, *, read_only: bool,
-                 display: str) -> None:
+                 display: str, lock_wait: float | None = None) -> None:
         self.runner = runner
         self.chain = chain
         self.read_only = read_only
         self.display = display
+        self.lock_wait = lock_wait
+        self.stale = read_only
 
     def catch_up(self, names: Iterable[str] | None = None) -> int:
         """Bring the read models (`names`, or all of them and the hash chain) up to the log."""
-        if self.read_only:
+        if self.stale:
             return 0
         # One read-model connection serves every thread of a Turnlog: one user at a time.
         with self.runner.lock:
-            applied = self.runner.catch_up(names)
-            if names is None:
-                self.seal()
+            try:
+                with self.runner.waiting_at_most(self.lock_wait):
+                    applied = self.runner.catch_up(names)
+                    if names is None:
+                        self.seal()
+            except sqlite3.OperationalError as e:
+                if self.lock_wait is None or not is_busy(e):
+                    raise
+                self.stale = True  # a pass writes in one transaction: nothing was half-applied
+                return 0
             return applied
 
     def seal(self) -> int:

@@ -255,9 +255,12 @@ def test_a_damaged_helper_file_left_by_a_killed_rebuild_is_dropped_and_the_rebui
     assert table_dump(db) == table_dump(clean)
 
 
-def test_a_rebuild_started_while_another_owns_the_helpers_files_leaves_them_alone(db, tmp_path):
-    """Two rebuilds at once: the second neither takes nor deletes the first one's helper file."""
+def test_a_rebuild_started_while_another_holds_the_rebuild_lock_is_refused_and_leaves_its_files_alone(db, tmp_path):
+    """Two rebuilds at once: the second is refused (two rebuilds swapping the same fresh tables
+    crashed one of them), and neither takes nor deletes the first one's helper file."""
     import fcntl
+
+    from turnlog.errors import StoreError
 
     clean = str(tmp_path / "clean.db")
     copy_db(db, clean)
@@ -268,10 +271,14 @@ def test_a_rebuild_started_while_another_owns_the_helpers_files_leaves_them_alon
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a running rebuild holds it
         with Turnlog(db) as t:
-            report = t.rebuild_projections(workers=2)
-        assert report["workers"] == 1 and report["events"] == report["head"]
+            with pytest.raises(StoreError, match="another rebuild is running"):
+                t.rebuild_projections(workers=2)
         assert open(left, "rb").read() == b"a helper's file, still being written"
     finally:
         os.close(lock)
+    os.remove(left)
+    with Turnlog(db) as t:
+        report = t.rebuild_projections(workers=2)
+    assert report["events"] == report["head"]
     assert cli("--db", clean, "rebuild", "--all", "--json").exit_code == 0
     assert table_dump(db) == table_dump(clean)

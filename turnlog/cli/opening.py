@@ -4,7 +4,9 @@ Commands that write (record events, rebuild or repair read models) open the data
 writing and may create it. Every other command only reads: it never creates a database (a
 mistyped --db is an error naming the path), and on a database that cannot be written (a
 read-only file or folder) it opens it read-only and reads the read models as of their
-positions, with a one-line note on stderr when they are behind the log.
+positions, with a one-line note on stderr when they are behind the log. A read writes only to
+catch the read models up, and gives way to another process holding the write lock (a gateway
+mid-turn, a rebuild) after READ_LOCK_WAIT_S: it then reads them as of their positions too.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 import click
 
 from ..api import Turnlog
-from ..storage import dbfile
-from ..storage.store import parse_location
+from ..errors import StoreError
+from ..storage.backend import create as backend_of
+
+READ_LOCK_WAIT_S = 2.0
 
 
 def writes(ctx: click.Context) -> bool:
@@ -32,17 +36,24 @@ def writes(ctx: click.Context) -> bool:
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
     if writes(ctx):
         return Turnlog(db, views=views, **options)
-    location = parse_location(db, views)
-    path = location.env["SQLITE_DBNAME"] if location.kind == "sqlite" else location.views_path
-    if location.kind == "sqlite" and getattr(ctx.command, "empty_when_missing", False) and not os.path.lexists(path):
+    backend = backend_of(db, views)
+    path = backend.local_file()
+    if getattr(ctx.command, "empty_when_missing", False) and not backend.has_log():
         scratch = tempfile.TemporaryDirectory(prefix="turnlog-dry-run-")
         ctx.call_on_close(scratch.cleanup)
         return Turnlog(os.path.join(scratch.name, "empty.db"), **options)
-    read_only = os.path.exists(path) and not dbfile.writable(path)
-    t = Turnlog(db, views=views, read_only=read_only, create=False, **options)
-    if read_only:
+    read_only = os.path.exists(path) and not backend.writable()
+    t = Turnlog(db, views=views, read_only=read_only, create=False, lock_wait=READ_LOCK_WAIT_S, **options)
+    # Caught up now, to know whether to say they are stale. A failure here is met again, and
+    # said, by the command's own reads; one that reads no read model (verify --chain) goes on.
+    try:
+        t.catch_up()
+    except StoreError:
+        pass
+    if t.stale:
         behind = t.projections_behind()
         if behind:
-            click.echo(f"note: {path} is read-only: read models are {behind} events behind the log"
+            why = "is read-only" if read_only else "is being written by another process"
+            click.echo(f"note: {path} {why}: read models are {behind} events behind the log"
                        " (may be stale)", err=True)
     return t

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import orjson
 
 from ..errors import InvalidRequest, TurnlogError
+from ..storage.uri import file_uri
 from . import cells
 from .schema import SCHEMA_VERSION
 
@@ -141,7 +142,7 @@ def read_home(hermes_home: str | Path, profile: str | None = None, *, force: boo
             raise HermesHomeError(f"{home / name}: a link to a file outside the home: not read")
     decoder = cells.Decoder()
     try:
-        db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
+        db = sqlite3.connect(file_uri(home / "state.db", mode="ro"), uri=True)
         db.text_factory = decoder  # invalid UTF-8 must not abort the read (see cells.py)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:

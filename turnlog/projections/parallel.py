@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import StoreError
 from ..storage.sql import rows_in
+from ..storage.uri import file_uri
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE
 
 if TYPE_CHECKING:
@@ -136,9 +137,11 @@ def helper_path(runner: "ProjectionRunner", index: int) -> str:
 
 
 @contextmanager
-def helper_files_owned(runner: "ProjectionRunner") -> Iterator[bool]:
-    """Whether this rebuild owns the helpers' files (an exclusive lock, held while it runs):
-    False while another process's rebuild holds them, or where there is no file to lock."""
+def rebuild_lock(runner: "ProjectionRunner") -> Iterator[bool]:
+    """One rebuild at a time per read-model file, across processes: an exclusive lock on a file
+    beside it, held while the rebuild runs (the kernel drops it when the process dies, however
+    it dies). Raises StoreError while another rebuild holds it. Yields whether there is a file,
+    and so helpers' files this rebuild owns (not for an in-memory or caller's-URI database)."""
     if runner.views_path.startswith("file:") or ":memory:" in runner.views_path:
         yield False
         return
@@ -147,8 +150,8 @@ def helper_files_owned(runner: "ProjectionRunner") -> Iterator[bool]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            yield False
-            return
+            raise StoreError(f"another rebuild is running on {runner.views_path}: run this one when it has"
+                             " finished") from None
         yield True
     finally:
         os.close(fd)  # releases the lock
@@ -164,7 +167,7 @@ def helper_positions(runner: "ProjectionRunner") -> dict[str, int]:
     positions: dict[str, int] = {}
     for path in helper_files(runner):
         try:
-            conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=1)
+            conn = sqlite3.connect(file_uri(Path(path).resolve(), mode="ro"), uri=True, timeout=1)
             try:
                 positions.update(conn.execute(f"SELECT name, position FROM {REBUILDS_TABLE}").fetchall())
             finally:
@@ -215,7 +218,7 @@ def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, p
     code = 1
     try:
         _die_with(parent)
-        helper = type(runner)(runner.app, runner.views_path, list(runner.projections.values()))
+        helper = type(runner)(runner.app, runner.views_path, list(runner.projections.values()), backend=runner.backend)
         helper.fill_elsewhere(group, path, batch=batch, pause=pause)
         helper.close()
         code = 0

@@ -35,7 +35,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from eventsourcing.application import Application
 
@@ -44,6 +44,7 @@ from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .legacy import LegacyProjection
+from ..storage.backend import Backend
 from ..storage.log import LogReader, Row
 
 BATCH = 5000
@@ -56,10 +57,13 @@ ELSEWHERE = "helper"  # the name a helper's file is attached under
 Progress = Callable[[int, int], None]  # (events done, events to do)
 
 
+LOCK_TIMEOUT_S = 30  # how long a write to the read models waits for another process's
+
+
 def connect_views(path: str, *, read_only: bool = False) -> sqlite3.Connection:
-    """`read_only`: `path` is a read-only URI (commands/dbfile.py); nothing on it may write."""
+    """`read_only`: `path` is a read-only URI (storage/dbfile.py); nothing on it may write."""
     uri = path.startswith("file:")
-    conn = sqlite3.connect(path, uri=uri, timeout=30, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, uri=uri, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     if read_only:
         conn.execute("PRAGMA query_only=1")
     else:
@@ -90,6 +94,19 @@ class ProjectionCorrupt(StoreError):
     def __init__(self, name: str, error: BaseException) -> None:
         super().__init__(f"the {name} read model is damaged ({error})")
         self.name = name
+
+
+class UnreadableEvent(StoreError):
+    """An event in the log that a projection cannot take: its stored bytes do not decode, or
+    its fields are not those its topic promises (an edited or damaged log)."""
+
+    def __init__(self, name: str, position: int, topic: str, problem: str) -> None:
+        super().__init__(f"the event at position {position} ({topic}) cannot be read into the {name} read model"
+                         f" ({problem}); `turnlog verify --chain` tells whether it was edited")
+        self.name = name
+        self.position = position
+        self.topic = topic
+        self.problem = problem
 
 
 @dataclass
@@ -141,15 +158,18 @@ class _Target:
 
 class ProjectionRunner:
     def __init__(self, app: Application, views_path: str, projections: Sequence[Any], *,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, backend: Backend | None = None) -> None:
+        """`backend`: where the log is (storage/backend.py), for reading it by SQL; without one it
+        is read through the library's notification API."""
         self.app = app
+        self.backend = backend
         # Read-only: the read models are read as of their positions, never caught up or rebuilt.
         self.read_only = read_only
         self.views_path = views_path
         self.projections: dict[str, Projection] = {
             p.name: p if hasattr(p, "writer") else LegacyProjection(p) for p in projections}
         self.db = connect_views(views_path, read_only=read_only)
-        self.log = LogReader(app, self.db, views_path)
+        self.log = LogReader(app, self.db, backend.log_access(app, self.db) if backend is not None else None)
         self.batch = BATCH
         self._lock = threading.RLock()
         self.lock = self._lock  # held while reading the read-model connection from several threads
@@ -160,7 +180,38 @@ class ProjectionRunner:
             self._ensure_schema()
 
     def _ensure_schema(self) -> None:
-        with self._lock, self._write():
+        with self._lock:
+            if self._schema_is_current():
+                return  # an open that only reads must not write (nor wait for the write lock)
+            self._write_schema()
+
+    def _schema_is_current(self) -> bool:
+        """Whether the schema needs no change, found out without writing: with the connection
+        query-only, every statement that would change something fails instead."""
+        self.db.execute("PRAGMA query_only=1")
+        try:
+            tables = self._table_names()
+            if not {POSITIONS_TABLE, REBUILDS_TABLE, VERSIONS_TABLE} <= tables:
+                return False
+            known = dict(self.db.execute(f"SELECT name, position FROM {POSITIONS_TABLE}").fetchall())
+            versions = dict(self.db.execute(f"SELECT name, version FROM {VERSIONS_TABLE}").fetchall())
+            for p in self.projections.values():
+                version = getattr(p, "version", None)
+                if p.name not in known or (version is not None and versions.get(p.name) != version):
+                    return False
+                t = Tables(self.db)
+                p.create(t)
+                p.create_indexes(t)
+            return True
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorname", "") == "SQLITE_READONLY":
+                return False
+            raise
+        finally:
+            self.db.execute("PRAGMA query_only=0")
+
+    def _write_schema(self) -> None:
+        with self._write():
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSITIONS_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
             _create_rebuilds_table(self.db, REBUILDS_TABLE)
@@ -189,6 +240,19 @@ class ProjectionRunner:
             self._drop(p, table + REBUILD_SUFFIX)
         self.db.execute(f"DELETE FROM {REBUILDS_TABLE} WHERE name=?", (p.name,))
         self.db.execute(f"UPDATE {POSITIONS_TABLE} SET position=0 WHERE name=?", (p.name,))
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float | None) -> Iterator[None]:
+        """Writes to the read models meanwhile wait at most `seconds` (None: LOCK_TIMEOUT_S) for
+        another process's write lock, then raise SQLITE_BUSY."""
+        if seconds is None:
+            yield
+            return
+        self.db.execute(f"PRAGMA busy_timeout={max(0, int(seconds * 1000))}")
+        try:
+            yield
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout={LOCK_TIMEOUT_S * 1000}")
 
     def _refuse_if_read_only(self, what: str) -> None:
         if self.read_only:
@@ -332,6 +396,7 @@ class ProjectionRunner:
         fields_of, decode = self.log.fields, self.log.decode
         plan: dict[str, list[tuple[str, int, int, Callable[..., None], bool]]] = {}
         name = ""
+        row = None
         try:
             for i, row in enumerate(rows) if by_row else ():
                 position, topic = row[0], row[3]
@@ -365,6 +430,20 @@ class ProjectionRunner:
             if is_corruption(e):
                 raise ProjectionCorrupt(name, e) from e
             raise
+        except Exception as e:  # noqa: BLE001 - an event that cannot be decoded or applied is named
+            raise self._unreadable(name, rows if row is None else [row], e) from e
+
+    def _unreadable(self, name: str, rows: Sequence[Row], error: Exception) -> "UnreadableEvent":
+        """The event a projection could not take: the first of `rows` that does not decode, else
+        (a batch whose events all decode) the batch's first."""
+        culprit = rows[0]
+        for row in rows:
+            try:
+                self.log.fields(row)
+            except Exception as e:  # noqa: BLE001 - looking for the row that fails
+                culprit, error = row, e
+                break
+        return UnreadableEvent(name, culprit[0], culprit[3], f"{type(error).__name__}: {error}")
 
     def _reads(self, name: str, topic: str) -> bool:
         topics = self.projections[name].topics
@@ -387,9 +466,7 @@ class ProjectionRunner:
         report = RebuildReport(projections=selected)
         started = time.perf_counter()
         batch = batch or REBUILD_BATCH
-        with self._bulk(), parallel.helper_files_owned(self) as owner:
-            # Helpers' files belong to one rebuild at a time; another one running meanwhile
-            # shares the fresh tables of this file instead (see _pass), in one process.
+        with self._bulk(), parallel.rebuild_lock(self) as owner:
             if owner:
                 self._take_helpers_work(check=True)  # what helpers of a killed rebuild had committed
             report.resumed = self._start_rebuild(selected)

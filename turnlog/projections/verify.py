@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlite_utils
 
-from .runner import ProjectionRunner, connect_views
+from .runner import ProjectionRunner, UnreadableEvent, connect_views
 
 SAMPLE = 10  # rows named per table and kind of difference
 
@@ -37,6 +37,8 @@ def verify(runner: ProjectionRunner, names: list[str] | None = None) -> dict[str
         copy = connect_views(path)
         try:
             runner.build_copy(copy, stops)
+        except UnreadableEvent as e:
+            return _unreadable_report(selected, stops, e, started)
         finally:
             copy.close()
         with runner.lock:
@@ -46,6 +48,19 @@ def verify(runner: ProjectionRunner, names: list[str] | None = None) -> dict[str
             finally:
                 runner.db.execute("DETACH DATABASE fresh")
     return {"ok": all(r["ok"] for r in results), "projections": results,
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _unreadable_report(selected: list[str], stops: dict[str, int], error: UnreadableEvent,
+                       started: float) -> dict[str, Any]:
+    """The log holds an event no rebuild can take: nothing is compared, the event is named."""
+    problem = f"event at position {error.position} ({error.topic}) cannot be read: {error.problem}"
+    results = [{"name": name, "position": stops[name], "ok": False, "tables": [],
+                "problems": [problem if name == error.name else
+                             f"not compared: the rebuild stopped at the event at position {error.position}"]}
+               for name in selected]
+    return {"ok": False, "projections": results, "unreadable": {"position": error.position, "topic": error.topic,
+                                                                 "problem": error.problem},
             "seconds": round(time.perf_counter() - started, 3)}
 
 

@@ -23,12 +23,11 @@ import os
 import sqlite3
 import stat
 import uuid
-from typing import Any
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import quote
-
 from ..errors import ReadOnlyDatabase, StoreError
+from .sqlite_errors import system_problem
+from .uri import file_uri
 
 MARKER_TABLE = "turnlog_meta"
 FORMAT = "turnlog"
@@ -61,26 +60,24 @@ def writable(path: str) -> bool:
 
 def sqlite_uri(path: str, *, read_only: bool) -> str:
     """The URI SQLite opens `path` by (the library's SQLite connections take URIs)."""
-    uri = "file:" + quote(os.path.abspath(path))
     if not read_only:
-        return uri
+        return file_uri(path)
     if not os.path.exists(path + "-wal") and not writable(path):
-        return uri + "?mode=ro&immutable=1"  # nothing can write it, and no -wal/-shm is made
-    return uri + "?mode=ro"
+        return file_uri(path, mode="ro", immutable=1)  # nothing can write it, and no -wal/-shm is made
+    return file_uri(path, mode="ro")
 
 
 def _connect_ro(path: str) -> sqlite3.Connection:
     # Through the WAL when there is one (a live database); otherwise immutable, which reads the
     # file alone and creates nothing beside it.
-    uri = "file:" + quote(os.path.abspath(path))
     if os.path.exists(path + "-wal") and os.path.exists(path + "-shm"):
         try:
-            conn = sqlite3.connect(uri + "?mode=ro", uri=True)
+            conn = sqlite3.connect(file_uri(path, mode="ro"), uri=True)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn
         except sqlite3.DatabaseError:
             pass
-    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
+    return sqlite3.connect(file_uri(path, mode="ro", immutable=1), uri=True)
 
 
 def identify(path: str, *, views_only: bool = False) -> Identity:
@@ -88,8 +85,7 @@ def identify(path: str, *, views_only: bool = False) -> Identity:
     not a turnlog database. `views_only`: a read-model file beside a PostgreSQL log (no events)."""
     if not os.path.lexists(path):
         return Identity("missing", path)
-    if os.path.isdir(path):
-        raise StoreError(f"{path} is a directory, not a turnlog database")
+    refuse_unless_regular(path)
     try:
         with open(path, "rb") as f:
             header = f.read(100)
@@ -111,8 +107,34 @@ def identify(path: str, *, views_only: bool = False) -> Identity:
             return _classify(conn, path, views_only)
         finally:
             conn.close()
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is not a turnlog database ({e})") from None
+    except sqlite3.Error as e:
+        raise unreadable(path, e) from None
+
+
+def refuse_unless_regular(path: str) -> None:
+    """A database is a regular file (or a link to one): opening a FIFO would wait for a writer
+    forever, a device is never a database."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise StoreError(f"{path} is a symbolic link to nothing, not a turnlog database") from None
+    except OSError as e:
+        raise StoreError(f"cannot read {path}: {e.strerror or e}") from None
+    if stat.S_ISREG(mode):
+        return
+    what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+        "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+        "not a regular file"
+    raise StoreError(f"{path} is {what}, not a turnlog database")
+
+
+def unreadable(path: str, error: sqlite3.Error) -> StoreError:
+    """The one line for an SQLite error met while reading what a file is: a problem of the disk
+    or system is named as such, never as a file of the wrong kind."""
+    problem = system_problem(error)
+    if problem is not None:
+        return StoreError(f"cannot read {path}: {problem} ({error}); the file itself was not judged")
+    return StoreError(f"{path} is not a turnlog database ({error})")
 
 
 def _expected_size(header: bytes) -> int:
@@ -222,31 +244,3 @@ def prepare(path: str, *, read_only: bool, create_missing: bool, views_only: boo
     if not read_only and not writable(path):
         raise ReadOnlyDatabase(f"{path} is read-only (this needs to write to it)")
     return identity
-
-
-def open_location(location: Any, *, read_only: bool, create_missing: bool) -> Any:
-    """Check the store's SQLite file(s) (commands/store.py `StoreLocation`) before anything opens
-    them; for a read-only open, the location to open them by (read-only URIs, no table creation)."""
-    if location.kind == "sqlite":
-        path = location.env["SQLITE_DBNAME"]
-        if path.startswith("file:") or ":memory:" in path:
-            return location  # the caller's own URI: opened as given
-        identity = prepare(path, read_only=read_only, create_missing=create_missing)
-        if not read_only:
-            if identity.kind == "legacy":
-                mark(path)
-            return location
-        uri = sqlite_uri(path, read_only=True)
-        return replace(location, env={**location.env, "SQLITE_DBNAME": uri, "CREATE_TABLE": "false"},
-                       views_path=uri)
-    views = location.views_path
-    if views.startswith("file:") or ":memory:" in views:
-        return location
-    # A PostgreSQL log's local read models are a cache of it: made when missing, unless read-only.
-    identity = prepare(views, read_only=read_only, create_missing=not read_only, views_only=True)
-    if read_only:
-        return replace(location, env={**location.env, "CREATE_TABLE": "false"},
-                       views_path=sqlite_uri(views, read_only=True))
-    if identity.kind == "legacy":
-        mark(views)
-    return location

@@ -9,10 +9,9 @@ state)` and `decode(row)` gives the same domain event object as the library's ma
 
 from __future__ import annotations
 
-import os
-import re
 import sqlite3
 import typing
+from dataclasses import dataclass
 from operator import itemgetter
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Sequence
@@ -27,6 +26,20 @@ from .event_compressor import EventCompressor, inflate
 from .sql import rows_in, utc_text
 
 Row = tuple[int, Any, int, str, bytes]
+
+
+@dataclass(frozen=True)
+class LogAccess:
+    """How the reader reaches the log's events table, as its backend says (backend.log_access):
+    `same_file`: the table is in the read models' SQLite file and is read on their connection
+    (`sql`); otherwise `sql` runs the reader's SQL on it (its own connection, or an adaptor), or
+    is None: the library's notification API only. `owned`: `sql` closes with the reader."""
+
+    same_file: bool = False
+    sql: Any = None
+    uuid_ids: bool = True
+    table: str = "stored_events"
+    owned: bool = False
 _IDS_CACHED = 200_000
 _from_iso = datetime.fromisoformat
 _TIME_PREFIX = b'{"timestamp":{"_type_":"datetime_iso","_data_":"'
@@ -49,17 +62,17 @@ class _Id(UUID):
 
 
 class LogReader:
-    def __init__(self, app: Application, db: sqlite3.Connection, views_path: str) -> None:
+    def __init__(self, app: Application, db: sqlite3.Connection, access: LogAccess | None = None) -> None:
         self.app = app
         self.db = db
-        recorder = app.recorder
-        self.table = getattr(recorder, "events_table_name", "stored_events")
-        self.direct = _same_sqlite_file(recorder, views_path)
-        # SQL on the log's table (a stream's events by the log's own index): the read-model
-        # connection when the log is in its file, a connection of its own to another SQLite
-        # file; None for other databases, whose log is then scanned through the library's API.
-        self.sql = db if self.direct else _log_connection(recorder)
-        self.uuid_ids = getattr(getattr(recorder, "datastore", None), "originator_id_type", "uuid") == "uuid"
+        access = access or LogAccess()
+        self.access = access
+        self.table = access.table
+        self.direct = access.same_file
+        # SQL on the log's table (a stream's events by the log's own index); None: the log is
+        # scanned through the library's API.
+        self.sql = access.sql
+        self.uuid_ids = access.uuid_ids
         mapper = app.mapper
         compressor = getattr(mapper, "compressor", None)
         # turnlog's own compressor is undone here (inflate); another one means decoding through the mapper.
@@ -75,7 +88,7 @@ class LogReader:
         self._class_hints: dict[str, dict[str, Any] | None] = {}
 
     def close(self) -> None:
-        if isinstance(self.sql, sqlite3.Connection) and self.sql is not self.db:
+        if self.access.owned:
             self.sql.close()
 
     def head(self) -> int:
@@ -284,49 +297,3 @@ class LogReader:
         hints = self._hints(topic) or {}  # unresolvable annotations: the walk finds every tagged value anyway
         return cls, tuple(name for name, hint in hints.items()
                           if hint is datetime or datetime in typing.get_args(hint))
-
-
-def _same_sqlite_file(recorder: Any, views_path: str) -> bool:
-    datastore = getattr(recorder, "datastore", None)
-    db_name = getattr(getattr(datastore, "pool", None), "db_name", None)
-    if isinstance(db_name, str) and db_name == views_path and db_name.startswith("file:") and \
-            ":memory:" not in db_name:
-        return True  # one URI for both: a read-only open (commands/dbfile.py)
-    if not isinstance(db_name, str) or ":memory:" in db_name or db_name.startswith("file:"):
-        return False
-    if views_path.startswith("file:") or ":memory:" in views_path:
-        return False
-    return os.path.realpath(db_name) == os.path.realpath(views_path)
-
-
-def _log_connection(recorder: Any) -> Any:
-    datastore = getattr(recorder, "datastore", None)
-    if type(datastore).__name__ == "PostgresDatastore":
-        return _PostgresLog(datastore)
-    db_name = getattr(getattr(datastore, "pool", None), "db_name", None)
-    if not isinstance(db_name, str) or ":memory:" in db_name or db_name.startswith("file:"):
-        return None
-    return sqlite3.connect(f"file:{db_name}?mode=ro", uri=True, timeout=30, check_same_thread=False)
-
-
-class _PostgresLog:
-    """The few queries the log reader makes, run on a PostgreSQL log through the recorder's own
-    connection pool: its SQL, written for SQLite, names the position `rowid` and marks parameters
-    `?`; here they are `notification_id` and `%s`."""
-
-    def __init__(self, datastore: Any) -> None:
-        self.datastore = datastore
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> "_Rows":
-        sql = re.sub(r"\browid\b", "notification_id", sql).replace("?", "%s")
-        with self.datastore.transaction(commit=False) as cursor:
-            cursor.execute(sql, tuple(params))
-            return _Rows([tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in cursor.fetchall()])
-
-
-class _Rows(list):  # type: ignore[type-arg]
-    def fetchall(self) -> list[Any]:
-        return list(self)
-
-    def fetchone(self) -> Any:
-        return self[0] if self else None

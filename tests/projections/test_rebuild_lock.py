@@ -1,0 +1,71 @@
+"""Two rebuilds of one file at once, in two processes: the second is refused with one line while
+the first runs, and the first ends like a clean rebuild (no unfinished rebuild left behind)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from harness.cli import ok
+from turnlog import SessionSource, Turnlog
+
+# A rebuild that stops at its first progress report, says so on stdout, and goes on when a line
+# arrives on stdin: it holds the rebuild (and its fresh tables) for as long as the test wants.
+HELD_REBUILD = textwrap.dedent("""
+    import sys
+    from turnlog import Turnlog
+
+    said = []
+
+    def progress(done, todo):
+        if not said:
+            said.append(1)
+            print("rebuilding", flush=True)
+            sys.stdin.readline()
+
+    with Turnlog(sys.argv[1]) as t:
+        t.rebuild_projections(progress=progress, workers=1)
+    print("done", flush=True)
+""")
+
+
+def seeded(path: str) -> str:
+    with Turnlog(path) as t:
+        for n in range(30):
+            source = SessionSource(platform="telegram", chat_type="dm", chat_id=str(n), user_id=str(n))
+            t.get_or_create_session(source)
+        t.catch_up()
+    return path
+
+
+def turnlog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "turnlog", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_a_second_rebuild_while_one_runs_is_refused_and_the_first_finishes_clean(tmp_path):
+    db = seeded(str(tmp_path / "turnlog.db"))
+    first = subprocess.Popen([sys.executable, "-c", HELD_REBUILD, db], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None and first.stdin is not None
+        assert first.stdout.readline() == "rebuilding\n"  # it holds the rebuild now
+        second = turnlog("--db", db, "rebuild", "search")
+        assert second.returncode == 1, second.stderr
+        assert second.stderr.count("\n") == 1 and "another rebuild is running" in second.stderr
+        assert "Traceback" not in second.stderr
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, err
+    assert out == "done\n"
+    status = json.loads(ok("--db", db, "doctor", "--dry-run", "--json").output)
+    assert status["ok"], status
+    with Turnlog(db, read_only=True) as t:
+        assert all(p["rebuild_position"] is None for p in t.projection_status())
+    assert ok("--db", db, "rebuild", "search").exit_code == 0  # once the first is done

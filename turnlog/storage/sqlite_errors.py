@@ -1,0 +1,59 @@
+"""What an SQLite error says, by its result code: a file that is not a database (or is damaged),
+a lock another connection holds, or a problem of the disk or system under the file (full,
+permission, I/O) that says nothing about what the file holds.
+
+An operator told "not a turnlog database" may delete the file; that must be said only when
+SQLite has read the file and found it is not one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+_SYSTEM = (  # result-code prefixes, each with what it means to an operator
+    ("SQLITE_FULL", "the disk is full"),
+    ("SQLITE_IOERR_NOMEM", "out of memory"),
+    ("SQLITE_IOERR_ACCESS", "permission denied"),
+    ("SQLITE_IOERR", "an I/O error"),
+    ("SQLITE_NOMEM", "out of memory"),
+    ("SQLITE_PERM", "permission denied"),
+    ("SQLITE_AUTH", "permission denied"),
+    ("SQLITE_READONLY", "it cannot be written"),
+    ("SQLITE_CANTOPEN", "it cannot be opened"),
+    ("SQLITE_BUSY", "another process holds a lock on it"),
+    ("SQLITE_LOCKED", "another connection holds a lock on it"),
+)
+_MESSAGES = (  # the library's messages, for an error raised without its code
+    ("disk is full", "the disk is full"),
+    ("disk i/o error", "an I/O error"),
+    ("unable to open database file", "it cannot be opened"),
+    ("database is locked", "another process holds a lock on it"),
+    ("readonly database", "it cannot be written"),
+    ("out of memory", "out of memory"),
+)
+
+
+def error_name(error: BaseException) -> str:
+    return getattr(error, "sqlite_errorname", "") or ""
+
+
+def is_busy(error: BaseException) -> bool:
+    """Another connection holds the lock this statement needed (it waited its busy timeout)."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    name = error_name(error)
+    if name:
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+    return "database is locked" in str(error)
+
+
+def system_problem(error: BaseException) -> str | None:
+    """What went wrong outside the file's contents ("the disk is full", "an I/O error", …), or
+    None when the error is about the contents (not a database, damaged) or unknown."""
+    if not isinstance(error, sqlite3.Error):
+        return None
+    name = error_name(error)
+    if name:
+        return next((what for prefix, what in _SYSTEM if name.startswith(prefix)), None)
+    text = str(error).lower()
+    return next((what for needle, what in _MESSAGES if needle in text), None)
