@@ -150,10 +150,11 @@ def test_a_turn_stopped_between_a_call_and_its_result(tmp_path):
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
         def stopped(history, item):
             yield {"role": "assistant", "content": "", "tool_calls": [call("call_1", "terminal")]}
-            assert t.command(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m-stop"}), "/stop").applied
+            stop = t.command(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m-stop"}), "/stop")
+            assert stop.reply == "Stopped."
             raise Cut("the runner noticed the stop")
 
-        with pytest.raises(Exception):
+        with pytest.raises(Cut):
             t.handle_message(ALICE, "build it", stopped, lambda text: None)
         seen = Seen()
         t.handle_message(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m2"}), "again", seen,
