@@ -115,6 +115,8 @@ def test_the_next_turn_after_importing_the_discord_thread_has_every_tool_call_an
         at = assert_answered_in_place(history, DISCORD_CALL, INTERRUPTED_RESULT)
         assert history[at]["name"] == "terminal"
         assert [m["role"] for m in history[at + 1:]] == ["user" if how == "message" else "system"]
+        if how == "resume":
+            assert f"cut off and did not run to completion: terminal ({DISCORD_CALL})" in history[-1]["content"]
         assert (history[at]["actor"], history[at]["cause"]) == (t.owner, history[at + 1]["cause"])
         # An event of the log, before the turn's own first message; the imported rows are untouched.
         transcript = t.transcript(DISCORD)

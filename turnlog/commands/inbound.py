@@ -491,15 +491,18 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     last_turn = _last_turn(turns, session_id)
     note = resume_note(reason, completed_tool_calls(last_turn), cut_off_tool_calls(last_turn))
     cause = f"resume:{reason or 'interrupted'}"
-    started: dict[str, int] = {}
+    started: dict[str, Any] = {"note": note}
 
     def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
         session = inbound.ctx.session(session_id, fresh=True)
         if session is None or not session.resume_pending or session.suspended or session.ended:
             raise _NothingPending
         answers = answers_before_turn(turns, lease, token, cause=cause)  # e.g. an imported session's cut-off calls
+        if answers:  # the note names them too
+            started["note"] = resume_note(reason, completed_tool_calls(last_turn),
+                                          cut_off_tool_calls([*last_turn, *answers]))
         seq = lease.last_seq  # reserved by the acquisition (and moved past the answers)
-        message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
+        message = turns.message_event(token, seq, "system", started["note"], actor="system:recovery", cause=cause)
         started["seq"] = seq
         return [*answers, message]
 
@@ -511,7 +514,7 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     if in_flight is not None:
         inbox_uuid, item = in_flight
     else:
-        inbox_uuid, item = None, InboxItem("resume", WAKEUP, (note,), (None,), inbound.ctx.clock.now(), True,
+        inbox_uuid, item = None, InboxItem("resume", WAKEUP, (started["note"],), (None,), inbound.ctx.clock.now(), True,
                                            session_id, token.turn_id, None)
     state, reply_seq = inbound._respond(token, session_key, inbox_uuid, item, responder, sender, cause)
     return TurnOutcome(session_key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],
