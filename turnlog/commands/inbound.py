@@ -18,7 +18,7 @@ from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, InboxItem, inbox_id
 from ..domain.lease import LeaseHeld, TurnLease
 from ..domain.recovery import answered_items
 from ..domain.keys import RoutingKey
-from ..domain.reply import completed_tool_calls
+from ..domain.reply import completed_tool_calls, cut_off_tool_calls
 from ..domain.source import SessionSource
 from ..domain.transcript import MessageAppended
 from ..errors import InvalidRequest, TurnCancelled, TurnlogError
@@ -29,6 +29,7 @@ from .keeper import Keeper, RunningTurn, run_as
 from .replies import write_rich
 from .obligation import reply_obligation
 from .routing import RouteResult, RoutingCommands, actor_of, origin_of
+from .tool_answers import answers_before_turn
 from .turns import LeaseToken, TurnCommands
 
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
@@ -202,7 +203,7 @@ class InboundCommands:
             inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
             at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source, new_session)
-            return [inbox, *seen, *at_once[:3]]
+            return [inbox, *seen, *at_once[:-1]]
 
         try:
             routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too, rk=rk)
@@ -213,7 +214,7 @@ class InboundCommands:
             return []  # it waits for the rest of its burst: run_due_batches runs it (commands/batching.py)
         outcomes = []
         if at_once:
-            lease, _, _, (token, item, item_cause, seq) = at_once
+            lease, *_, (token, item, item_cause, seq) = at_once
             self.turns.adopt(token, lease)
             turn = StartedTurn(token, rk.key, inbox_id(rk.route_id), item, item_cause, seq, routed)
             outcome: TurnOutcome | None = self.run_started(turn, responder, sender)
@@ -270,9 +271,9 @@ class InboundCommands:
                     raise _NothingPending
                 assert fresh is not None  # it has items waiting
                 item = waiting[0]
-                seq, message, cause = self._start_item(lease, token, fresh, item, source, session_id)
+                seq, messages, cause = self._start_item(lease, token, fresh, item, source, session_id)
                 started.update(item=item, seq=seq, inbox=fresh, cause=cause)
-                return [fresh, message]
+                return [fresh, *messages]
             return start_turn
 
         cause = f"inbound:{head.item_id}"
@@ -314,17 +315,19 @@ class InboundCommands:
                            routed)
 
     def _start_item(self, lease: TurnLease, token: LeaseToken, inbox: Inbox, item: InboxItem,
-                    source: SessionSource, session_id: str) -> tuple[int, MessageAppended, str]:
+                    source: SessionSource, session_id: str) -> tuple[int, list[MessageAppended], str]:
         """Start `item` under the pending lease, whose acquisition reserved the user message's seq
-        (reserve_seq): the inbox marks it started. Returns that seq, the message event and the cause."""
+        (reserve_seq): the inbox marks it started. Returns that seq, the message events (the user
+        message, after the answers tool calls left cut off by the last turn get) and the cause."""
         actor, _ = self._who(item.source or source, item.kind)
         cause = f"inbound:{item.item_id}"
         inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,
                     cause=cause)
+        answers = answers_before_turn(self.turns, lease, token, cause=cause)
         seq = lease.last_seq
         message = self.turns.message_event(token, seq, "user", item.text, actor=actor, cause=cause,
                                            platform_message_id=item.message_ids[-1])
-        return seq, message, cause
+        return seq, [*answers, message], cause
 
     def _start_at_once(self, rk: RoutingKey, inbox: Inbox, item_id: str, session_id: str,
                        source: SessionSource, new_session: bool) -> list[Any]:
@@ -345,8 +348,8 @@ class InboundCommands:
             return []
         item = pending[0]
         starting = inbox.clone()
-        seq, message, cause = self._start_item(lease, token, starting, item, source, session_id)
-        return [lease, starting, message, (token, item, cause, seq)]
+        seq, messages, cause = self._start_item(lease, token, starting, item, source, session_id)
+        return [lease, starting, *messages, (token, item, cause, seq)]
 
     def _respond(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
                  responder: Responder, sender: Sender, cause: str) -> tuple[str | None, int]:
@@ -454,11 +457,14 @@ RESUME_NOTES = {
 }
 
 
-def resume_note(reason: str | None, completed_tools: Sequence[str] = ()) -> str:
+def resume_note(reason: str | None, completed_tools: Sequence[str] = (), cut_off_tools: Sequence[str] = ()) -> str:
     cause = RESUME_NOTES.get(reason or "", "a gateway interruption")
     done = (f" These tool calls completed before the interruption and their results are above:"
             f" {', '.join(completed_tools)}." if completed_tools else "")
-    return (f"[System note: your previous turn was interrupted by {cause}.{done} Continue the interrupted task; "
+    # Answered only by the interruption: they may have had effects, so the agent checks before redoing them.
+    cut = (f" These tool calls were cut off and did not run to completion: {', '.join(cut_off_tools)};"
+           " check what they did before running them again." if cut_off_tools else "")
+    return (f"[System note: your previous turn was interrupted by {cause}.{done}{cut} Continue the interrupted task; "
             "do not re-run tool calls that already completed. If there is nothing to continue, say briefly "
             "that the session was restored and ask what to do next.]")
 
@@ -482,18 +488,23 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     its reply, or it was suspended or ended. Checked under the lease, so it is never resumed twice.
     """
     turns = inbound.turns
-    note = resume_note(reason, completed_tool_calls(_last_turn(turns, session_id)))
+    last_turn = _last_turn(turns, session_id)
+    note = resume_note(reason, completed_tool_calls(last_turn), cut_off_tool_calls(last_turn))
     cause = f"resume:{reason or 'interrupted'}"
-    started: dict[str, int] = {}
+    started: dict[str, Any] = {"note": note}
 
     def start_turn(lease: TurnLease, token: LeaseToken) -> Iterable[Any]:
         session = inbound.ctx.session(session_id, fresh=True)
         if session is None or not session.resume_pending or session.suspended or session.ended:
             raise _NothingPending
-        seq = lease.last_seq  # reserved by the acquisition
-        message = turns.message_event(token, seq, "system", note, actor="system:recovery", cause=cause)
+        answers = answers_before_turn(turns, lease, token, cause=cause)  # e.g. an imported session's cut-off calls
+        if answers:  # the note names them too
+            started["note"] = resume_note(reason, completed_tool_calls(last_turn),
+                                          cut_off_tool_calls([*last_turn, *answers]))
+        seq = lease.last_seq  # reserved by the acquisition (and moved past the answers)
+        message = turns.message_event(token, seq, "system", started["note"], actor="system:recovery", cause=cause)
         started["seq"] = seq
-        return [message]
+        return [*answers, message]
 
     try:
         token = turns.acquire(session_id, session_key, timeout=timeout, actor="system:recovery", cause=cause,
@@ -503,7 +514,7 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
     if in_flight is not None:
         inbox_uuid, item = in_flight
     else:
-        inbox_uuid, item = None, InboxItem("resume", WAKEUP, (note,), (None,), inbound.ctx.clock.now(), True,
+        inbox_uuid, item = None, InboxItem("resume", WAKEUP, (started["note"],), (None,), inbound.ctx.clock.now(), True,
                                            session_id, token.turn_id, None)
     state, reply_seq = inbound._respond(token, session_key, inbox_uuid, item, responder, sender, cause)
     return TurnOutcome(session_key, session_id, item.item_id, token.epoch, token.turn_id, started["seq"],

@@ -41,6 +41,7 @@ from ..errors import GatewayStillRunning, InvalidRequest
 from ..projections.views import Views
 from .context import CommandContext
 from .delivery import DeliveryCommands
+from .tool_answers import answer_events
 from .turns import TurnCommands, lease_id
 
 AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
@@ -352,9 +353,15 @@ class RecoveryCommands:
             elif session is not None and not session.resume_pending:
                 session.mark_resume_pending("restart_interrupted", at=now, actor="system:recovery", cause=cause)
                 items.append(session)
-            lease.revoke(reason=RESTART_RECOVERY, at=now, actor="system:recovery", cause=cause)
+            # The calls the turn was cut off in get their answers now, before any resume or later
+            # message, so the history a model is handed next has the shape its API accepts.
+            answers = answer_events(turn_messages, session_id=session_id, first_seq=lease.last_seq + 1,
+                                    epoch=epoch, turn_id=turn_id or "", cut_off_by=RESTART_RECOVERY, at=now,
+                                    actor="system:recovery", cause=cause)
+            lease.revoke(reason=RESTART_RECOVERY, at=now, actor="system:recovery", cause=cause,
+                         last_seq=lease.last_seq + len(answers) if answers else None)
             if not dry_run:
-                ctx.save(*items)
+                ctx.save(*answers, *items)
             else:
                 for agg in items:
                     if hasattr(agg, "collect_events"):

@@ -41,6 +41,8 @@ class TurnLease(TurnlogAggregate):
         last_seq: int
         moved_to: str | None
         interrupted_in_a_row: int
+        ended: str | None  # how the last turn ended (release outcome, revocation reason); None while one runs
+        previous_end: str | None  # how the turn before the current one ended ("taken_over", None: no turn yet)
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:LeaseOpened"
@@ -57,6 +59,8 @@ class TurnLease(TurnlogAggregate):
             lease.last_seq = 0
             lease.moved_to = None
             lease.interrupted_in_a_row = 0  # turns cut off by unclean restarts since the last completed one
+            lease.ended = None
+            lease.previous_end = None
 
     class Acquired(TurnlogAggregate.Event):
         """`last_seq` (version 2): the transcript seq the acquisition reserves for the turn's first
@@ -86,6 +90,9 @@ class TurnLease(TurnlogAggregate):
             lease.turn_id = self.turn_id
             lease.expires_at = self.expires_at
             lease.moved_to = None
+            # What a starting turn may find left behind (commands/tool_answers.py); getattr: older snapshots.
+            lease.previous_end = "taken_over" if self.taken_over_from else getattr(lease, "ended", None)
+            lease.ended = None
             if self.last_seq is not None:
                 lease.last_seq = self.last_seq
 
@@ -108,18 +115,32 @@ class TurnLease(TurnlogAggregate):
             lease.owner = None
             lease.turn_id = None
             lease.expires_at = None
+            lease.ended = self.outcome
             if self.outcome == "completed":
                 lease.interrupted_in_a_row = 0
 
     class Revoked(TurnlogAggregate.Event):
+        """`last_seq` (version 2): the transcript seq the revoker wrote up to in the same transaction
+        (recovery's answers to a cut-off turn's tool calls); None when it wrote nothing (every
+        version-1 event)."""
+
         TOPIC = "turnlog:LeaseRevoked"
+        class_version = 2
         epoch: int
         reason: str
+        last_seq: int | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["last_seq"] = None
 
         def apply(self, lease: "TurnLease") -> None:
+            if self.last_seq is not None:
+                lease.last_seq = self.last_seq
             lease.owner = None
             lease.turn_id = None
             lease.expires_at = None
+            lease.ended = self.reason
             if self.reason == RESTART_RECOVERY:
                 lease.interrupted_in_a_row = getattr(lease, "interrupted_in_a_row", 0) + 1
 
@@ -133,6 +154,7 @@ class TurnLease(TurnlogAggregate):
             lease.turn_id = None
             lease.expires_at = None
             lease.moved_to = self.to_session_id
+            lease.ended = "moved"
 
     class Seeded(TurnlogAggregate.Event):
         """The transcript was started without a turn (a fork copied messages into it)."""
@@ -192,10 +214,11 @@ class TurnLease(TurnlogAggregate):
         self.record(TurnLease.Released, at=at, actor=actor, cause=cause, epoch=epoch, outcome=outcome)
         return True
 
-    def revoke(self, *, reason: str, at: datetime, actor: str, cause: str) -> bool:
+    def revoke(self, *, reason: str, at: datetime, actor: str, cause: str, last_seq: int | None = None) -> bool:
         if self.owner is None:
             return False
-        self.record(TurnLease.Revoked, at=at, actor=actor, cause=cause, epoch=self.epoch, reason=reason)
+        self.record(TurnLease.Revoked, at=at, actor=actor, cause=cause, epoch=self.epoch, reason=reason,
+                    last_seq=last_seq)
         return True
 
     def move(self, *, epoch: int, to_session_id: str, at: datetime, actor: str, cause: str) -> None:

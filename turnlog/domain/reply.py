@@ -18,6 +18,7 @@ from uuid import UUID
 from eventsourcing.utils import register_topic
 
 from .base import StreamEvent, stream_id
+from .tool_answers import is_interrupted_answer
 
 REPLY_ROLES = ("assistant", "tool")
 
@@ -138,8 +139,14 @@ def turn_answer(turn: Sequence[Any]) -> Any | None:
 
 
 def completed_tool_calls(turn: Sequence[Any]) -> list[str]:
-    """Names (with ids) of the tool calls answered in a turn's messages: what a resume must not redo."""
-    return [f"{m.name or 'tool'} ({m.tool_call_id})" for m in turn if m.role == "tool"]
+    """Names (with ids) of the tool calls answered in a turn's messages: what a resume must not redo.
+    A call answered only by the interruption (tool_answers.py) did not complete."""
+    return [f"{m.name or 'tool'} ({m.tool_call_id})" for m in turn if m.role == "tool" and not is_interrupted_answer(m)]
+
+
+def cut_off_tool_calls(turn: Sequence[Any]) -> list[str]:
+    """Names (with ids) of the calls a turn was cut off in: their effects are unknown."""
+    return [f"{m.name or 'tool'} ({m.tool_call_id})" for m in turn if is_interrupted_answer(m)]
 
 
 def usage_id(session_id: str, seq: int) -> UUID:

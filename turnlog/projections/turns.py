@@ -178,6 +178,8 @@ _LEASE_COLUMNS = ("lease_id", "session_id", "epoch", "owner", "owner_key", "turn
 def _lease_ended(row: dict[str, Any], e: dict[str, Any]) -> None:
     outcome = e.get("outcome") or e.get("reason") or "moved"
     row.update(owner=None, turn_id=None, expires_at=None, last_outcome=outcome)
+    if e.get("last_seq") is not None:  # a revocation that wrote messages with it (version 2)
+        row.update(last_seq=e["last_seq"])
 
 
 _LEASE_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
