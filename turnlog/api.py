@@ -45,7 +45,9 @@ from .projections.timeline import TimelineProjection
 from .storage.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
-from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
+from .projections.ledger import LedgerProjection
+from .projections.leases import LeasesProjection
+from .projections.queue import QueueProjection
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .projections.views import Views

@@ -1,7 +1,8 @@
 """The read side: every query of the read models, as typed rows, in one object.
 
-`Views` composes the per-projection readers (routing_views, turns_views, route_history_views,
-timeline_query, search_query) over one runner's connection, each read under the runner's lock.
+`Views` composes the per-projection readers (routing_views, ledger_views, queue_views,
+leases_views, route_history_views, timeline_query, search_query) over one runner's connection,
+each read under the runner's lock.
 Reads never write: nothing here catches the read models up or seals the hash chain. Who does:
 - a writable `Turnlog`'s read methods call `Turnlog.catch_up()` first (read-your-writes), and so
   does recovery (`refresh`, given by the facade) before it looks for candidates;
@@ -18,11 +19,14 @@ from typing import Any, Callable, Iterable
 from eventsourcing.application import Application
 
 from ..domain.transcript import read_transcript, transcript_id
-from . import route_history_views, routing_views, search_query, search_views, timeline_query, turns_views
+from . import (ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
+               search_views, timeline_query)
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
 from .runner import ProjectionRunner
-from .turns_views import DeliveryRow, ItemRef, LeaseRow, OwedDelivery, QueueDepth, QueueItemRow
+from .ledger_views import DeliveryRow, OwedDelivery
+from .leases_views import LeaseRow
+from .queue_views import ItemRef, QueueDepth, QueueItemRow
 
 
 def message_row(e: Any) -> dict[str, Any]:
@@ -83,39 +87,39 @@ class Views:
     def suspended(self) -> list[SessionFlagRow]:
         return self._read(routing_views.suspended)
 
-    # -- deliveries, inbound queue, leases (turns.py) ----------------------------------------
+    # -- deliveries, inbound queue, leases (ledger.py, queue.py, leases.py) ------------------
 
     def queue(self, route_ids: list[str]) -> list[QueueItemRow]:
-        return self._read(turns_views.queue, route_ids)
+        return self._read(queue_views.queue, route_ids)
 
     def queue_depths(self) -> list[QueueDepth]:
-        return self._read(turns_views.queue_depths)
+        return self._read(queue_views.queue_depths)
 
     def ledger(self, status: str | None = None, limit: int | None = None) -> list[tuple[DeliveryRow, str]]:
         """Each delivery with its content (read from the log at the row's recorded position);
         at most `limit`, and only their contents are read."""
         with self.runner.lock:
-            rows = turns_views.ledger(self.runner.db, status, limit)
+            rows = ledger_views.ledger(self.runner.db, status, limit)
             recorded = self.runner.log.fields_at(r.recorded_position for r in rows)
         return [(r, recorded[r.recorded_position]["content"]) for r in rows]
 
     def owed_deliveries(self) -> list[OwedDelivery]:
-        return self._read(turns_views.owed)
+        return self._read(ledger_views.owed)
 
     def held_leases(self) -> list[LeaseRow]:
-        return self._read(turns_views.held_leases)
+        return self._read(leases_views.held_leases)
 
     def sessions_held_by(self, owners: Iterable[str]) -> list[str]:
-        return self._read(turns_views.sessions_held_by, owners)
+        return self._read(leases_views.sessions_held_by, owners)
 
     def item_of_turn(self, turn_id: str) -> ItemRef | None:
-        return self._read(turns_views.item_of_turn, turn_id)
+        return self._read(queue_views.item_of_turn, turn_id)
 
     def started_item(self, session_id: str) -> ItemRef | None:
-        return self._read(turns_views.started_item, session_id)
+        return self._read(queue_views.started_item, session_id)
 
     def inboxes_with_pending(self) -> list[str]:
-        return self._read(turns_views.inboxes_with_pending)
+        return self._read(queue_views.inboxes_with_pending)
 
     # -- the log's timeline and the routing map at a moment --------------------------------
 
