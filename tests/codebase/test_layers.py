@@ -23,7 +23,7 @@ from pathlib import Path
 
 from test_import_graph import ROOT, edges, module_name, modules
 
-BASE = {"clock", "config", "collector"}
+BASE = {"clock", "config", "gc_pause"}
 SERVICES = {"timetravel", "export", "maintenance"}
 TOOLS = {"ingest", "bench", "demo", "workload", "search_timing"}
 PUBLIC = {"turnlog", "api", "aio", "errors"}
@@ -33,7 +33,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "domain": {"errors"},
     "clock": set(),
-    "collector": set(),
+    "gc_pause": set(),
     "config": {"domain", "errors"},
     "storage": {"domain", "errors"},
     "projections": {"storage", "domain", "errors"} | BASE,

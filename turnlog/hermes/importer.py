@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import orjson
 from eventsourcing.persistence import IntegrityError
 
-from ..collector import cyclic_gc_paused
+from ..gc_pause import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
 from ..commands.turns import lease_id
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,

@@ -39,11 +39,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from eventsourcing.application import Application
 
-from ..collector import cyclic_gc_paused
+from ..gc_pause import cyclic_gc_paused
 from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
-from .legacy import LegacyProjection
+from .simple import SimpleProjection
 from ..storage.backend import Backend
 from ..storage.log import LogReader, Row
 
@@ -167,7 +167,7 @@ class ProjectionRunner:
         self.read_only = read_only
         self.views_path = views_path
         self.projections: dict[str, Projection] = {
-            p.name: p if hasattr(p, "writer") else LegacyProjection(p) for p in projections}
+            p.name: p if hasattr(p, "writer") else SimpleProjection(p) for p in projections}
         self.db = connect_views(views_path, read_only=read_only)
         self.log = LogReader(app, self.db, backend.log_access(app, self.db) if backend is not None else None)
         self.batch = BATCH

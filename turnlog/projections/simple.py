@@ -16,7 +16,9 @@ from typing import Any, Iterable, Sequence
 from .base import Tables
 
 
-class LegacyProjection:
+class SimpleProjection:
+    """A projection written the simple way, run as the runner runs any other (base.Projection)."""
+
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name: str = inner.name
@@ -34,11 +36,11 @@ class LegacyProjection:
         if not t.suffix:
             self.inner.create(t.db)  # CREATE ... IF NOT EXISTS: adds what a rebuild deferred
 
-    def writer(self, t: Tables) -> "_LegacyWriter":
-        return _LegacyWriter(self.inner, self.connection(t))
+    def writer(self, t: Tables) -> "_SimpleWriter":
+        return _SimpleWriter(self.inner, self.connection(t))
 
 
-class _LegacyWriter:
+class _SimpleWriter:
     def __init__(self, inner: Any, db: Any) -> None:
         self.inner = inner
         self.db = db
