@@ -27,7 +27,8 @@ def synchronous_mode() -> str:
 class _Pool(SQLiteConnectionPool):
     def _create_connection(self) -> SQLiteConnection:
         conn = super()._create_connection()
-        conn._sqlite_conn.execute(f"PRAGMA synchronous={synchronous_mode()}")
+        with conn.cursor() as cursor:
+            cursor.execute(f"PRAGMA synchronous={synchronous_mode()}")
         return conn
 
 
