@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .base import _cell, command, echo_table, engine, write_output
+from .base import cell, command, echo_table, engine, write_output
 from .keys import key_filter
 from .output import Output, limit_option, output_options
 from ..export import FORMATS, render
@@ -73,12 +73,12 @@ def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> No
         out.line(f"#{result['from']} -> #{result['to']}: {result['events']} events")
         for name, changes in result["keys"].items():
             for c in changes:
-                out.line(f"  key {_cell(name)}: {c['change']} {_cell(c['from_session'])} -> {_cell(c['to_session'])}"
-                         f" ({_cell(c['reason'])})")
+                out.line(f"  key {cell(name)}: {c['change']} {cell(c['from_session'])} -> {cell(c['to_session'])}"
+                         f" ({cell(c['reason'])})")
         for session_id, change in result["sessions"].items():
-            out.line(f"  session {_cell(session_id)}:")
+            out.line(f"  session {cell(session_id)}:")
             for part, value in change.items():
-                out.line(f"    {part}: {_cell(value)}")
+                out.line(f"    {part}: {cell(value)}")
     out.record(result, text)
 
 

@@ -14,10 +14,10 @@ import click
 from .. import api
 from .files import write_file
 from .opening import open_engine
-from .output import cell as _cell, echo_json, echo_table, visible
+from .output import cell, echo_json, echo_table, visible
 from ..errors import InvalidRequest, TurnlogError
 
-__all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "_cell", "command", "echo_json", "echo_table", "engine",
+__all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
            "main", "visible", "write_output"]
 
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."

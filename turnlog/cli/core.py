@@ -11,7 +11,7 @@ from typing import Any, Callable
 import click
 import orjson
 
-from .base import _cell, command, echo_table, engine, visible, write_output
+from .base import cell, command, echo_table, engine, visible, write_output
 from .output import Output, limit_option, output_options
 from ..domain.keys import resolve_routing_key
 from ..domain.source import SessionSource
@@ -191,7 +191,7 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
 
     def text() -> None:
         for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
-            out.line(f"{name + ':':<19}{_cell(data.get(name))}")
+            out.line(f"{name + ':':<19}{cell(data.get(name))}")
         out.line(f"{'state:':<19}{_state(data)}")
         lease = data["lease"]
         out.line(f"{'lease:':<19}" + (f"epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}"
