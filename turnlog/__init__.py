@@ -5,6 +5,7 @@ from .api import open as open  # turnlog.open(...); kept out of __all__ so `impo
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
 from .commands.keeper import CancelToken, RunningTurn, current_turn
 from .commands.routing import RouteResult
+from .commands.slash import COMMANDS as SLASH_COMMANDS, parse_command
 from .config import EngineConfig, TextBatching
 from .domain.context_prompt import build_session_context
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
@@ -24,4 +25,5 @@ __all__ = [
     "TurnlogError",
     "SessionOwnedElsewhere",
     "CancelToken", "RunningTurn", "current_turn", "ReplyMessage", "Usage", "TurnCancelled",
+    "SLASH_COMMANDS", "parse_command",
 ]

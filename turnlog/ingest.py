@@ -32,7 +32,7 @@ import orjson
 
 from .api import Turnlog
 from .clock import ManualClock, SystemClock, parse_aware_time
-from .commands.slash import COMMANDS, parse_command
+from . import SLASH_COMMANDS, parse_command
 from .domain.inbox import Inbox, InboxItem, inbox_id
 from .domain.source import SessionSource
 from .errors import GatewayStillRunning, TurnlogError
@@ -110,8 +110,8 @@ def parse_record(line_no: int, line: str | bytes) -> Record | None:
         raise RecordError("reply must be a string")
     if op == "command":
         parsed = parse_command(text)
-        if parsed is None or parsed[0] not in COMMANDS:
-            raise RecordError(f"unknown command {_quote(text.strip())} (known: {', '.join(COMMANDS)})")
+        if parsed is None or parsed[0] not in SLASH_COMMANDS:
+            raise RecordError(f"unknown command {_quote(text.strip())} (known: {', '.join(SLASH_COMMANDS)})")
     if "message_id" in data:
         if not isinstance(data["message_id"], (str, int)) or isinstance(data["message_id"], bool) \
                 or not str(data["message_id"]).strip():
