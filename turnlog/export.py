@@ -18,7 +18,9 @@ from .projections.views import Views
 FORMATS = ("json", "jsonl", "markdown")
 
 
-def _epoch(iso: str | None) -> float | None:
+def epoch_seconds(iso: str | None) -> float | None:
+    """An ISO time as Hermes writes times (in its exports and its state.db): seconds since the
+    epoch, a float; None stays None (a session not ended)."""
     return None if iso is None else datetime.fromisoformat(iso).timestamp()
 
 
@@ -45,8 +47,8 @@ def export_session(views: Views, session_id: str) -> dict[str, Any]:
         "display_name": s["display_name"],
         "origin_json": orjson.dumps(origin).decode() if origin else None,
         "parent_session_id": s["parent_session_id"],
-        "started_at": _epoch(s["created_at"]),
-        "ended_at": _epoch(s["ended_at"]),
+        "started_at": epoch_seconds(s["created_at"]),
+        "ended_at": epoch_seconds(s["ended_at"]),
         "end_reason": s["end_reason"],
         "message_count": len(messages),
         "tool_call_count": tool_calls,
@@ -54,7 +56,7 @@ def export_session(views: Views, session_id: str) -> dict[str, Any]:
         "messages": [
             {"id": m["seq"], "session_id": session_id, "role": m["role"], "content": m["content"],
              "tool_call_id": m["tool_call_id"], "tool_calls": m["tool_calls"], "tool_name": m["name"],
-             "timestamp": _epoch(m["timestamp"]), "token_count": m["token_count"],
+             "timestamp": epoch_seconds(m["timestamp"]), "token_count": m["token_count"],
              "finish_reason": m["finish_reason"], "platform_message_id": m["platform_message_id"]}
             for m in messages
         ],

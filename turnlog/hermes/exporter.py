@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_record_id
 from ..errors import InvalidRequest, TurnlogError
-from ..export import _epoch
+from ..export import epoch_seconds
 from .formats import LID_DIRS
 from .schema import SCHEMA_SQL, SCHEMA_VERSION
 
@@ -243,7 +243,7 @@ def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[st
         row = dict(record.row) if record is not None else _native_row(s)
         if s["end_reason"] and not (record is not None and row.get("end_reason")):
             row["end_reason"] = s["end_reason"]
-            row["ended_at"] = _epoch(s["ended_at"])
+            row["ended_at"] = epoch_seconds(s["ended_at"])
         ids = record.message_ids if record is not None else []
         times = record.message_times if record is not None else []
         fields = record.message_fields if record is not None else {}
@@ -290,7 +290,7 @@ def _native_row(s: dict[str, Any]) -> dict[str, Any]:
         "session_key": s["session_key"] or None, "chat_id": origin.get("chat_id"), "chat_type": s["chat_type"],
         "thread_id": origin.get("thread_id"), "display_name": s["display_name"],
         "origin_json": json.dumps(origin) if origin else None, "parent_session_id": s["parent_session_id"],
-        "started_at": _epoch(s["created_at"]), "ended_at": _epoch(s["ended_at"]), "end_reason": s["end_reason"],
+        "started_at": epoch_seconds(s["created_at"]), "ended_at": epoch_seconds(s["ended_at"]), "end_reason": s["end_reason"],
     }
 
 
