@@ -494,7 +494,8 @@ class Turnlog:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home (`force`:
         replace the files of an existing one)."""
         self.catch_up()
-        return export_home(self, os.fspath(out_home), force=force)
+        return export_home(os.fspath(out_home), views=self.views, routing_map=self.export_routing, clock=self.clock,
+                           force=force)
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (docs/behaviour.md §3.1)."""

@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_record_id
 from ..errors import InvalidRequest, TurnlogError
@@ -26,7 +26,8 @@ from .formats import LID_DIRS
 from .schema import SCHEMA_SQL, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from ..api import Turnlog
+    from ..clock import Clock
+    from ..projections.views import Views
 
 SESSIONS_README = (
     "LEGACY MIRROR of the gateway routing index (the primary copy lives in the gateway_routing table in "
@@ -49,16 +50,20 @@ class ExportReport:
         return dict(self.__dict__)
 
 
-def export_home(t: "Turnlog", out_home: str, *, force: bool = False) -> ExportReport:
+def export_home(out_home: str, *, views: "Views", routing_map: Callable[[], dict[str, Any]], clock: "Clock",
+                force: bool = False) -> ExportReport:
+    """Write the log's sessions as a Hermes home at `out_home`. `views` read the sessions,
+    transcripts and import records (caught up by the caller); `routing_map()` gives the routing
+    map as sessions.json holds it (Turnlog.export_routing); `clock` dates the routing entries."""
     home = Path(out_home).expanduser()
     if home.is_symlink():
         raise InvalidRequest(f"{home} is a symbolic link: not followed; give the real path")
     if home.exists() and not home.is_dir():
         raise InvalidRequest(f"{home}: not a directory")
-    sessions = t.sessions()
-    records = _records(t, sessions)
-    homes = _home_records(t)
-    routing = _routing(t, records, report := ExportReport(home=str(home.absolute())))
+    sessions = [s.to_dict() for s in views.sessions()]
+    records = _records(views, sessions)
+    homes = _home_records(views)
+    routing = _routing(routing_map(), records, report := ExportReport(home=str(home.absolute())))
     files = _files(routing, homes)
     for relative in ("state.db", *files):
         _check_links(home, relative)
@@ -80,7 +85,7 @@ def export_home(t: "Turnlog", out_home: str, *, force: bool = False) -> ExportRe
                 written.append((_write_temp(home / relative, text.encode("utf-8")), home / relative))
             tmp_db = _write_temp(home / "state.db", b"")
             written.append((tmp_db, home / "state.db"))  # last: a home is a home once it has its state.db
-            _write_db(t, tmp_db, sessions, records, homes, routing, scope, report)
+            _write_db(views, clock, tmp_db, sessions, records, homes, routing, scope, report)
             for temp, final in written:
                 _move_into_place(temp, final, force)
         finally:
@@ -143,17 +148,17 @@ def _move_into_place(temp: str, final: Path, force: bool) -> None:
         os.unlink(temp)
 
 
-def _write_db(t: "Turnlog", tmp_db: str, sessions: list[dict[str, Any]], records: dict[str, HermesSessionImported],
-              homes: list[HermesHomeImported], routing: dict[str, dict[str, Any]], scope: str,
-              report: ExportReport) -> None:
+def _write_db(views: "Views", clock: "Clock", tmp_db: str, sessions: list[dict[str, Any]],
+              records: dict[str, HermesSessionImported], homes: list[HermesHomeImported],
+              routing: dict[str, dict[str, Any]], scope: str, report: ExportReport) -> None:
     db = sqlite3.connect(tmp_db, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=OFF")  # the file is not in place until whole: no journal file to plant
         db.executescript(SCHEMA_SQL)
         db.execute("BEGIN")
         db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-        _write_sessions(t, db, sessions, records, report)
-        now = t.clock.now().timestamp()
+        _write_sessions(views, db, sessions, records, report)
+        now = clock.now().timestamp()
         for key, entry in routing.items():
             db.execute("INSERT INTO gateway_routing (scope, session_key, entry_json, updated_at) VALUES (?,?,?,?)",
                        (scope, key, json.dumps(entry), now))
@@ -166,33 +171,24 @@ def _write_db(t: "Turnlog", tmp_db: str, sessions: list[dict[str, Any]], records
         db.close()
 
 
-def _records(t: "Turnlog", sessions: list[dict[str, Any]]) -> dict[str, HermesSessionImported]:
+def _records(views: "Views", sessions: list[dict[str, Any]]) -> dict[str, HermesSessionImported]:
     found: dict[str, HermesSessionImported] = {}
     for s in sessions:
-        for event in t.app.events.get(hermes_record_id(s["session_id"]), limit=1):
+        event = views.first_event(hermes_record_id(s["session_id"]))
+        if event is not None:
             found[s["session_id"]] = cast(HermesSessionImported, event)
     return found
 
 
-def _home_records(t: "Turnlog") -> list[HermesHomeImported]:
-    return [cast(HermesHomeImported, t.app.mapper.to_domain_event(n)) for n in _notifications(t, HermesHomeImported.TOPIC)]
+def _home_records(views: "Views") -> list[HermesHomeImported]:
+    return [cast(HermesHomeImported, event) for event in views.events_of(HermesHomeImported.TOPIC)]
 
 
-def _notifications(t: "Turnlog", topic: str) -> list[Any]:
-    found: list[Any] = []
-    start = 1
-    while True:
-        batch = t.app.recorder.select_notifications(start, 1000, topics=[topic])
-        if not batch:
-            return found
-        found += batch
-        start = batch[-1].id + 1
-
-
-def _routing(t: "Turnlog", records: dict[str, HermesSessionImported], report: ExportReport) -> dict[str, dict[str, Any]]:
+def _routing(routing: dict[str, Any], records: dict[str, HermesSessionImported],
+             report: ExportReport) -> dict[str, dict[str, Any]]:
     """The routing index by Hermes key: turnlog's entries, with an imported entry's extras kept."""
     out: dict[str, dict[str, Any]] = {}
-    for key, entry in t.export_routing().items():
+    for key, entry in routing.items():
         if key.startswith("_"):
             continue
         hermes_key = _hermes_key(key, entry.get("origin"))
@@ -231,7 +227,7 @@ def _hermes_key(key: str, origin: dict[str, Any] | None) -> str:
     return key
 
 
-def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[str, Any]],
+def _write_sessions(views: "Views", db: sqlite3.Connection, sessions: list[dict[str, Any]],
                     records: dict[str, HermesSessionImported], report: ExportReport) -> None:
     taken = {i for r in records.values()
              for i in (*r.message_ids, *(row["id"] for row in (*r.inactive_rows, *r.marker_rows)))}
@@ -247,7 +243,7 @@ def _write_sessions(t: "Turnlog", db: sqlite3.Connection, sessions: list[dict[st
         ids = record.message_ids if record is not None else []
         times = record.message_times if record is not None else []
         fields = record.message_fields if record is not None else {}
-        messages = t.turns.transcript(session_id)
+        messages = views.message_events(session_id)
         added_tools = 0
         for seq, m in enumerate(messages, start=1):
             extra = dict(fields.get(str(seq), {}))
@@ -290,7 +286,8 @@ def _native_row(s: dict[str, Any]) -> dict[str, Any]:
         "session_key": s["session_key"] or None, "chat_id": origin.get("chat_id"), "chat_type": s["chat_type"],
         "thread_id": origin.get("thread_id"), "display_name": s["display_name"],
         "origin_json": json.dumps(origin) if origin else None, "parent_session_id": s["parent_session_id"],
-        "started_at": epoch_seconds(s["created_at"]), "ended_at": epoch_seconds(s["ended_at"]), "end_reason": s["end_reason"],
+        "started_at": epoch_seconds(s["created_at"]), "ended_at": epoch_seconds(s["ended_at"]),
+        "end_reason": s["end_reason"],
     }
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import sqlite3
 from typing import Any, Callable, Iterable
+from uuid import UUID
 
 from eventsourcing.application import Application
 
-from ..domain.transcript import read_transcript, transcript_id
+from ..domain.transcript import MessageAppended, read_transcript, transcript_id
 from . import (ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
                search_views, timeline_query)
 from .route_history_views import BoundRoute
@@ -209,3 +210,20 @@ class Views:
 
     def search(self, query: str, **filters: Any) -> list[dict[str, Any]]:
         return search_query.run(self.runner, query, **filters)
+
+    # -- the log itself ----------------------------------------------------------------------
+
+    def message_events(self, session_id: str) -> list[MessageAppended]:
+        """The session's messages as the log holds them: MessageAppended events, in order
+        (`transcript` gives the same messages as rows)."""
+        return read_transcript(self.app.events.get, session_id)
+
+    def first_event(self, stream: UUID) -> Any | None:
+        """A stream's first event (None: the log has no such stream)."""
+        return next(iter(self.app.events.get(stream, limit=1)), None)
+
+    def events_of(self, topic: str) -> list[Any]:
+        """Every event of one topic in the log, oldest first."""
+        with self.runner.lock:
+            log = self.runner.log
+            return [log.decode(row) for row in log.scan(0, log.head(), (topic,))]
