@@ -24,7 +24,7 @@ from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
-from .commands.turns import LeaseToken, MessageRecord, TurnCommands
+from .commands.lease import LeaseToken, MessageRecord, TurnCommands
 from .commands import dbfile
 from .commands.store import open_application, parse_location
 from .config import EngineConfig

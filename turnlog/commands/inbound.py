@@ -29,7 +29,7 @@ from .keeper import Keeper, RunningTurn, run_as
 from .replies import write_rich
 from .obligation import reply_obligation
 from .routing import RouteResult, RoutingCommands, actor_of, origin_of
-from .turns import LeaseToken, TurnCommands
+from .lease import LeaseToken, TurnCommands
 
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
 # inbound item, returns the reply text, or a rich reply (domain/reply.py: messages, a list, a generator).

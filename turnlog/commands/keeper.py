@@ -25,7 +25,7 @@ from ..domain import heartbeat as hb_rules
 from ..domain.heartbeat import Heartbeat
 from ..errors import StaleLease, TurnCancelled
 from .context import CommandContext
-from .turns import LeaseToken, TurnCommands
+from .lease import LeaseToken, TurnCommands
 
 POLL_MAX_S = 0.25
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import Any
 from ..domain.delivery import Delivery
 from ..domain.silence import outbound_for_reply
 from .delivery import DeliveryCommands
-from .turns import LeaseToken
+from .lease import LeaseToken
 
 
 def reply_obligation(deliveries: DeliveryCommands, token: LeaseToken, seq: int, content: str, *,

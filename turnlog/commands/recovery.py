@@ -41,7 +41,7 @@ from ..errors import GatewayStillRunning, InvalidRequest
 from ..projections.views import Views
 from .context import CommandContext
 from .delivery import DeliveryCommands
-from .turns import TurnCommands, lease_id
+from .lease import TurnCommands, lease_id
 
 AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
 DELIVERY_MAX_AGE = timedelta(hours=24)

@@ -17,7 +17,7 @@ from ..domain.inbox import InboxItem
 from ..domain.reply import ReplyMessage, messages_of, usage_event
 from ..errors import InvalidRequest
 from .delivery import Sender
-from .turns import LeaseToken
+from .lease import LeaseToken
 
 if TYPE_CHECKING:
     from .inbound import InboundCommands

@@ -19,7 +19,7 @@ from ..domain.source import SessionSource
 from ..errors import InvalidRequest, NotFound, StaleLease
 from .context import CommandContext, session_aggregate_id
 from .routing import RoutingCommands, origin_of
-from .turns import LeaseToken, TurnCommands, lease_id
+from .lease import LeaseToken, TurnCommands, lease_id
 
 
 class RotationCommands:

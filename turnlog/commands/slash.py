@@ -21,7 +21,7 @@ from ..errors import NotFound
 from .context import CommandContext
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
-from .turns import TurnCommands
+from .lease import TurnCommands
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
 
