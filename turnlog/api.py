@@ -24,7 +24,7 @@ from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
-from .commands.lease import LeaseToken, MessageRecord, TurnCommands
+from .commands.lease import LeaseToken, MessageRecord, LeaseCommands
 from .commands import dbfile
 from .commands.store import open_application, parse_location
 from .config import EngineConfig
@@ -102,7 +102,7 @@ class Turnlog:
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.routing = RoutingCommands(self.ctx)
-        self.turns = TurnCommands(self.ctx, self.owner)
+        self.turns = LeaseCommands(self.ctx, self.owner)
         self.deliveries = DeliveryCommands(self.ctx, self.owner)
         self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)

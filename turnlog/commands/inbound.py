@@ -29,7 +29,7 @@ from .keeper import Keeper, RunningTurn, run_as
 from .replies import write_rich
 from .obligation import reply_obligation
 from .routing import RouteResult, RoutingCommands, actor_of, origin_of
-from .lease import LeaseToken, TurnCommands
+from .lease import LeaseToken, LeaseCommands
 
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
 # inbound item, returns the reply text, or a rich reply (domain/reply.py: messages, a list, a generator).
@@ -88,7 +88,7 @@ class StartedTurn:
 
 
 class InboundCommands:
-    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
+    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
                  deliveries: DeliveryCommands) -> None:
         self.ctx = ctx
         self.routing = routing
@@ -383,7 +383,7 @@ class InboundCommands:
             if items:
                 self.ctx.save(*items)
         self.ctx.retrying(step, f"failing the turn on {token.session_id}")
-        self.turns._forget(token)
+        self.turns.forget(token)
 
     def _reply_and_deliver(self, token: LeaseToken, session_key: str, inbox_uuid: UUID | None, item: InboxItem,
                            reply: str, sender: Sender, cause: str, *, fields: dict[str, Any] | None = None,
@@ -433,7 +433,7 @@ class InboundCommands:
             state = None
         else:
             state = self.deliveries.settle(delivery.id, error=error, also=finish, cause=cause, fresh=False).state
-        self.turns._forget(token)
+        self.turns.forget(token)
         return state
 
 
@@ -510,7 +510,7 @@ def resume(inbound: "InboundCommands", *, session_id: str, session_key: str, rea
                        reply_seq, state, False, "resumed")
 
 
-def _last_turn(turns: TurnCommands, session_id: str) -> list[MessageAppended]:
+def _last_turn(turns: LeaseCommands, session_id: str) -> list[MessageAppended]:
     """The messages of the session's last turn (its newest epoch), oldest first."""
     tail = turns.transcript(session_id, newest_first=True, limit=100)
     return list(reversed([m for m in tail if m.epoch == tail[0].epoch])) if tail else []
@@ -519,7 +519,7 @@ def _last_turn(turns: TurnCommands, session_id: str) -> list[MessageAppended]:
 class LazyTranscript(Sequence[MessageAppended]):
     """The session's transcript, read from the log only if the responder looks at it."""
 
-    def __init__(self, turns: TurnCommands, session_id: str) -> None:
+    def __init__(self, turns: LeaseCommands, session_id: str) -> None:
         self._turns = turns
         self._session_id = session_id
         self._messages: list[MessageAppended] | None = None

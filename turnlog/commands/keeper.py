@@ -25,7 +25,7 @@ from ..domain import heartbeat as hb_rules
 from ..domain.heartbeat import Heartbeat
 from ..errors import StaleLease, TurnCancelled
 from .context import CommandContext
-from .lease import LeaseToken, TurnCommands
+from .lease import LeaseToken, LeaseCommands
 
 POLL_MAX_S = 0.25
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def current_turn() -> RunningTurn | None:
 
 
 class Keeper:
-    def __init__(self, ctx: CommandContext, turns: TurnCommands) -> None:
+    def __init__(self, ctx: CommandContext, turns: LeaseCommands) -> None:
         self.ctx = ctx
         self.turns = turns
         self._kept: dict[tuple[str, int], RunningTurn] = {}

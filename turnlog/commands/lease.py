@@ -1,4 +1,4 @@
-"""Turn commands: the cross-process turn lease and fenced transcript writes (spec §5, §10).
+"""The cross-process turn lease and the transcript writes fenced by it (spec §5, §10).
 
 A token is handed to the holder; every write under it is saved with a renewal of the lease (a
 turn's first message with the acquisition itself, which reserves its seq), so a write under a
@@ -51,7 +51,7 @@ class MessageRecord:
     position: int
 
 
-class TurnCommands:
+class LeaseCommands:
     def __init__(self, ctx: CommandContext, owner: str) -> None:
         self.ctx = ctx
         self.owner = owner
@@ -123,7 +123,8 @@ class TurnCommands:
         assert lease.expires_at is not None  # just acquired
         return lease, LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
 
-    def _lease_for(self, token: LeaseToken) -> TurnLease:
+    def held(self, token: LeaseToken) -> TurnLease:
+        """The token's lease as held (cached, else read from the log); StaleLease once it moved on."""
         with self._lock:
             lease = self._held.get((token.session_id, token.epoch))
         if lease is None:
@@ -136,7 +137,8 @@ class TurnCommands:
         with self._lock:
             self._held[(token.session_id, token.epoch)] = lease
 
-    def _forget(self, token: LeaseToken) -> None:
+    def forget(self, token: LeaseToken) -> None:
+        """Stop keeping the token: its turn ended, or its lease moved on (rotation)."""
         self._stop_keeping(token)
         with self._lock:
             self._held.pop((token.session_id, token.epoch), None)
@@ -164,7 +166,7 @@ class TurnCommands:
 
     def _fenced_save(self, token: LeaseToken, items: tuple[Any, ...], last_seq: int | None, actor: str | None,
                      cause: str) -> int:
-        lease = self._lease_for(token)
+        lease = self.held(token)
         now = self.ctx.clock.now()
         lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s,
                     last_seq=lease.last_seq if last_seq is None else last_seq, at=now, actor=actor or self.owner,
@@ -172,7 +174,7 @@ class TurnCommands:
         try:
             return self.ctx.save(lease, *items)
         except IntegrityError:
-            self._forget(token)
+            self.forget(token)
             raise StaleLease(
                 f"lease epoch {token.epoch} of session {token.session_id} was taken over, revoked or moved;"
                 " the write was refused"
@@ -201,14 +203,14 @@ class TurnCommands:
                 return False
             if not lease.release(epoch=token.epoch, outcome=outcome, at=self.ctx.clock.now(),
                                  actor=actor or self.owner, cause=cause):
-                self._forget(token)
+                self.forget(token)
                 return False
             try:
                 self.ctx.save(lease, *(also() if also is not None else ()))
-                self._forget(token)
+                self.forget(token)
                 return True
             except IntegrityError:
-                self._forget(token)
+                self.forget(token)
         return False
 
     def _cached_or_loaded(self, token: LeaseToken) -> TurnLease | None:
@@ -250,7 +252,7 @@ class TurnCommands:
         )
 
     def next_seq(self, token: LeaseToken) -> int:
-        return self._lease_for(token).last_seq + 1
+        return self.held(token).last_seq + 1
 
     def append(self, token: LeaseToken, role: str, content: str, *, also: Iterable[Any] = (),
                cause: str = "turn", actor: str | None = None, **fields: Any) -> MessageRecord:

@@ -21,7 +21,7 @@ from ..errors import NotFound
 from .context import CommandContext
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
-from .lease import TurnCommands
+from .lease import LeaseCommands
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
 
@@ -51,7 +51,7 @@ COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
 
 
 class SlashCommands:
-    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
+    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
                  inbound: InboundCommands) -> None:
         self.ctx = ctx
         self.routing = routing
