@@ -107,8 +107,8 @@ class InboundCommands:
                                 cause=cause, route_id=str(rk.route_id), session_key=rk.key)
         return inbox
 
-    def _accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
-                   cause: str, reply: str | None = None, *, first_try: bool = False) -> tuple[Inbox, str, list[Any]]:
+    def accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
+                  cause: str, reply: str | None = None, *, first_try: bool = False) -> tuple[Inbox, str, list[Any]]:
         """The inbox with the message accepted (pending event), the item it went into, and the
         first sighting of its message id: all to be saved together. Raises DuplicateInbound
         (on a first try, a seen message id shows as a conflict of the save instead)."""
@@ -127,8 +127,8 @@ class InboundCommands:
             raise QueueFull(str(full)) from None
         return inbox, item_id, self.dedup.first_sighting(rk, kind, source_dict, item_id, actor, cause)
 
-    def _refusing(self, rk: RoutingKey, kind: str, duplicate: DuplicateInbound, actor: str,
-                  cause: str) -> Accepted:
+    def refuse(self, rk: RoutingKey, kind: str, duplicate: DuplicateInbound, actor: str,
+               cause: str) -> Accepted:
         """Record a repeat as refused (never run) on the key's inbox."""
         def step() -> Accepted:
             inbox = self.dedup.refuse(self._inbox_or_new(rk, actor, cause), kind, duplicate, actor, cause)
@@ -137,7 +137,7 @@ class InboundCommands:
                             duplicate.reason)
         return self.ctx.retrying(step, f"refusing a duplicate message for {rk.key}")
 
-    def _who(self, source: SessionSource | dict[str, Any], kind: str) -> tuple[str, str]:
+    def who(self, source: SessionSource | dict[str, Any], kind: str) -> tuple[str, str]:
         actor = actor_of(source) if kind != WAKEUP else "system:wakeup"
         message_id = source.get("message_id") if isinstance(source, dict) else source.message_id
         cause = f"message:{message_id}" if message_id else f"inbound:{kind}"
@@ -150,13 +150,13 @@ class InboundCommands:
         `reply`: a reply already given to it (replayed traffic), recorded by whichever turn runs it.
         """
         rk = self.routing.routing_key(source)
-        default_actor, default_cause = self._who(source, kind)
+        default_actor, default_cause = self.who(source, kind)
         actor, cause = actor or default_actor, cause or default_cause
 
-        tries = _Tries()
+        tries = Tries()
 
         def step() -> Accepted:
-            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, reply,
+            inbox, item_id, seen = self.accepting(rk, source, text, kind, actor, cause, reply,
                                                    first_try=tries.first())
             position = self.ctx.save(inbox, *seen)
             return Accepted(str(rk.route_id), rk.key, item_id, item_id != str(inbox.accepted), inbox.depth,
@@ -164,7 +164,7 @@ class InboundCommands:
         try:
             return self.ctx.retrying(step, f"accepting a message for {rk.key}")
         except DuplicateInbound as duplicate:
-            return self._refusing(rk, kind, duplicate, actor, cause)
+            return self.refuse(rk, kind, duplicate, actor, cause)
 
     def claim_command(self, source: SessionSource, name: str, *, actor: str, cause: str) -> Accepted | None:
         """A slash command's message id, claimed before it runs: None the first time, the refusal of a
@@ -173,7 +173,7 @@ class InboundCommands:
         rk = self.routing.routing_key(source)
         origin = {**origin_of(source), "message_id": source.message_id}
 
-        tries = _Tries()
+        tries = Tries()
 
         def step() -> None:
             self.dedup.check(rk, None, COMMAND, name, origin, look_up_id=not tries.first())
@@ -181,7 +181,7 @@ class InboundCommands:
         try:
             self.ctx.retrying(step, f"claiming a command for {rk.key}")
         except DuplicateInbound as duplicate:
-            return self._refusing(rk, COMMAND, duplicate, actor, cause)
+            return self.refuse(rk, COMMAND, duplicate, actor, cause)
         return None
 
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
@@ -192,14 +192,14 @@ class InboundCommands:
         the key is idle its turn starts in that same transaction (_start_at_once): one commit less.
         """
         rk = self.routing.routing_key(source)
-        actor, cause = self._who(source, kind)
+        actor, cause = self.who(source, kind)
         accepted: list[str] = []
-        tries = _Tries()
+        tries = Tries()
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
         at_once: list[Any] = []
 
         def accept_too(session_id: str, new_session: bool) -> list[Any]:
-            inbox, item_id, seen = self._accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
+            inbox, item_id, seen = self.accepting(rk, source, text, kind, actor, cause, first_try=tries.first())
             accepted[:] = [item_id]
             at_once[:] = [] if batched else self._start_at_once(rk, inbox, item_id, session_id, source, new_session)
             return [inbox, *seen, *at_once[:3]]
@@ -207,7 +207,7 @@ class InboundCommands:
         try:
             routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=accept_too, rk=rk)
         except DuplicateInbound as duplicate:
-            self._refusing(rk, kind, duplicate, actor, cause)
+            self.refuse(rk, kind, duplicate, actor, cause)
             return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
         if batched:
             return []  # it waits for the rest of its burst: run_due_batches runs it (commands/batching.py)
@@ -278,7 +278,7 @@ class InboundCommands:
         cause = f"inbound:{head.item_id}"
         if routed is None:
             head_source = SessionSource.from_dict(head.source) if head.source else source
-            actor, _ = self._who(head_source, head.kind)
+            actor, _ = self.who(head_source, head.kind)
             at_once: list[Any] = []
 
             def start_too(session_id: str, new_session: bool) -> list[Any]:
@@ -317,7 +317,7 @@ class InboundCommands:
                     source: SessionSource, session_id: str) -> tuple[int, MessageAppended, str]:
         """Start `item` under the pending lease, whose acquisition reserved the user message's seq
         (reserve_seq): the inbox marks it started. Returns that seq, the message event and the cause."""
-        actor, _ = self._who(item.source or source, item.kind)
+        actor, _ = self.who(item.source or source, item.kind)
         cause = f"inbound:{item.item_id}"
         inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,
                     cause=cause)
@@ -437,7 +437,7 @@ class InboundCommands:
         return state
 
 
-class _Tries:
+class Tries:
     """Whether a retried step is on its first try (see InboundDedup.check's look_up_id)."""
 
     def __init__(self) -> None:
