@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
 from .api import Turnlog
-from .commands.inbound import TurnOutcome, _cancelled
+from .commands.turn import TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
 from .domain.source import SessionSource
@@ -132,31 +132,27 @@ class AsyncTurnlog:
         """One turn: its start in a worker thread, the agent on the loop (no thread held while it
         thinks), then its reply written, sent and settled in a worker thread."""
         loop = asyncio.get_running_loop()
-        inbound = self.turnlog.inbound
-        turn = await self.run(inbound.begin_next, source, timeout=timeout)
+        turn = await self.run(self.turnlog.runner.begin_next, source, timeout=timeout)
         if turn is None:
             return None
-        keeper = self.turnlog.keeper
-        running = keeper.keep(turn.token)
+        running = turn.keep()
         try:
             history = await self.run(self.turnlog.turns.transcript, turn.token.session_id)
             reply = agent(history, turn.item)
             if inspect.isawaitable(reply):
                 task = asyncio.ensure_future(reply)
-                running.cancel.on_cancel(lambda _reason: loop.call_soon_threadsafe(task.cancel))
+                if running is not None:
+                    running.cancel.on_cancel(lambda _reason: loop.call_soon_threadsafe(task.cancel))
                 reply = await task
         except BaseException as failure:
-            await self.run(inbound._fail_turn, turn.token, turn.inbox_uuid, turn.item, turn.cause)
-            raise _cancelled(running, failure) from failure
+            raise await self.run(turn.fail, failure) from failure
         if inspect.isasyncgen(reply) or hasattr(reply, "__anext__"):
             stream = reply
             responder = lambda history, item: self._pull(loop, stream)  # noqa: E731
         else:
             responder = lambda history, item: reply  # noqa: E731
         _, sender = self._bridge(loop, agent, send)
-        state, reply_seq = await self.run(inbound._respond, turn.token, turn.session_key, turn.inbox_uuid,
-                                          turn.item, responder, sender, turn.cause)
-        return turn.outcome(state, reply_seq)
+        return await self.run(turn.respond, responder, sender)
 
     async def start_gateway(self, name: str = "main") -> Any:
         return await self.run(self.turnlog.start_gateway, name)

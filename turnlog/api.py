@@ -15,15 +15,15 @@ from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
-from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
-from .commands.inbound import resume as resume_turn
+from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
-from .commands.obligation import reply_obligation
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
+from .commands.runner import TurnRunner
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
+from .commands.turn import Responder, TurnOutcome, TurnParts, reply_obligation
 from .commands.lease import LeaseToken, MessageRecord, LeaseCommands
 from .commands import dbfile
 from .commands.store import open_application, parse_location
@@ -104,9 +104,13 @@ class Turnlog:
         self.routing = RoutingCommands(self.ctx)
         self.turns = LeaseCommands(self.ctx, self.owner)
         self.deliveries = DeliveryCommands(self.ctx, self.owner)
-        self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
+        # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
+        self.keeper = Keeper(self.ctx, self.turns)
+        self.inbound = InboundCommands(self.ctx, self.routing)
+        self.runner = TurnRunner(self.inbound, self.routing,
+                                 TurnParts(self.ctx, self.turns, self.deliveries, self.keeper))
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
-        self.batches = BatchCommands(self.inbound)
+        self.batches = BatchCommands(self.runner)
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
@@ -122,9 +126,7 @@ class Turnlog:
         # Reads go through the views; writable, the facade catches the read models up first.
         self.views = Views(self.projections, self.app, refresh=self.catch_up)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)
-        # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
-        self.keeper = Keeper(self.ctx, self.turns)
-        self.inbound.keeper = self.recovery.keeper = self.keeper
+        self.recovery.keeper = self.keeper
         self.forks = ForkCommands(self.ctx)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -250,11 +252,11 @@ class Turnlog:
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *,
                  timeout: float | None = None) -> TurnOutcome | None:
         """Run the oldest waiting item of the source's key as one turn."""
-        return self.inbound.run_next(source, responder, sender, timeout=timeout)
+        return self.runner.run_next(source, responder, sender, timeout=timeout)
 
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
                        timeout: float | None = None) -> list[TurnOutcome]:
-        return self.inbound.handle_message(source, text, responder, sender, timeout=timeout)
+        return self.runner.handle_message(source, text, responder, sender, timeout=timeout)
 
     def run_due_batches(self, responder: Responder, sender: Sender) -> list[TurnOutcome]:
         """With text batching on (EngineConfig.text_batching): run every key's burst whose debounce
@@ -333,9 +335,9 @@ class Turnlog:
         outcomes = []
         for row in self.resume_candidates(name):  # caught up by recovery
             in_flight = self._in_flight_item(row["session_id"])
-            outcome = resume_turn(self.inbound, session_id=row["session_id"], session_key=row["session_key"],
-                                  reason=row["resume_reason"], in_flight=in_flight, responder=responder,
-                                  sender=sender)
+            outcome = self.runner.resume(session_id=row["session_id"], session_key=row["session_key"],
+                                         reason=row["resume_reason"], in_flight=in_flight, responder=responder,
+                                         sender=sender)
             if outcome is not None:  # None: answered or settled meanwhile, nothing left to resume
                 outcomes.append(outcome)
         return outcomes
