@@ -7,10 +7,11 @@ import socket
 import sqlite3
 import uuid as _uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
-from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
+from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, lease_time
 from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
@@ -363,10 +364,16 @@ class Turnlog:
         return sources
 
     def status(self, name: str = "main") -> dict[str, Any]:
-        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions."""
+        """Last boot and how it ended, active turns (and leases left expired by their holders), pending
+        deliveries, resume_pending and suspended sessions."""
         self.catch_up()
         gateway = self.recovery.gateway(name)
         boot = gateway.last_boot if gateway is not None else None
+        held = self.views.held_leases()
+        now = lease_time(self.clock)
+
+        def expired(row: Any) -> bool:
+            return row.expires_at is not None and datetime.fromisoformat(row.expires_at) <= now
         return {
             "gateway": name,
             "last_boot": None if boot is None else {
@@ -378,7 +385,10 @@ class Turnlog:
                 # recovered it is known to have died, so it did not end clean.
                 "ended_clean": Gateway.ended_clean(boot)
                 if boot["state"] not in ("running", "draining") or boot["recovered"] else None},
-            "active_turns": [r.to_dict() for r in self.views.held_leases()],
+            # A lease past its expiry is no running turn: its holder stopped renewing it (it died, or
+            # left it behind), so it is recovery's to close or the next taker's.
+            "active_turns": [r.to_dict() for r in held if not expired(r)],
+            "expired_leases": [r.to_dict() for r in held if expired(r)],
             "pending_deliveries": [r.to_dict() for r in self.views.owed_deliveries()],
             "resume_pending": [{"session_id": r.session_id, "session_key": r.session_key, "resume_reason": r.reason,
                                 "resume_marked_at": r.marked_at} for r in self.views.resume_pending_any()],
