@@ -67,12 +67,13 @@ class LeaseCommands:
     def acquire(self, session_id: str, owner_key: str, *, generation: int = 0, timeout: float | None = None,
                 turn_id: str | None = None, actor: str | None = None, cause: str = "turn",
                 before_save: Callable[[TurnLease, LeaseToken], Iterable[Any]] | None = None,
-                reserve_seq: bool = False) -> LeaseToken:
+                reserve_seq: bool = False, stop: threading.Event | None = None) -> LeaseToken:
         """Wait up to `timeout` seconds (default: the configured lease timeout) for the lease.
 
         `before_save(lease, token)` may add events of other aggregates or streams to the same
         transaction (returning them), so that what starts the turn is atomic with owning it;
         with `reserve_seq` the acquisition reserves `lease.last_seq` for its first message.
+        `stop`: once set, the wait is given up (LeaseTimeout) at the next poll.
         """
         if not session_id or not isinstance(session_id, str):
             raise InvalidRequest("acquire needs a session_id")
@@ -99,7 +100,12 @@ class LeaseCommands:
                     raise LeaseTimeout(
                         f"turn lease of session {session_id} not obtained within {timeout:g}s: {held}"
                     ) from None
-                time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+                wait = min(pause, max(deadline - time.monotonic(), 0.0))
+                if stop is None:
+                    time.sleep(wait)
+                elif stop.wait(wait):
+                    raise LeaseTimeout(f"the wait for the turn lease of session {session_id} was given up: {held}"
+                                       ) from None
                 pause = min(pause * 2, POLL_MAX_S)
 
     def acquiring(self, session_id: str, owner_key: str, *, generation: int = 0, turn_id: str | None = None,

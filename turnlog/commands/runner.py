@@ -9,6 +9,7 @@ only once the lease is ours, since another worker may have taken the head meanwh
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Sequence
@@ -79,14 +80,16 @@ class TurnRunner:
 
     def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
                    routed: RouteResult | None = None, cached: bool = False,
-                   rk: RoutingKey | None = None) -> Turn | None:
+                   rk: RoutingKey | None = None, stop: threading.Event | None = None) -> Turn | None:
         """Begin the turn of the key's oldest pending item: route it, take the lease, start the item
         and append its user message (one transaction); None when nothing waits. The asyncio API
         runs the agent after it.
 
         `routed` is this key's routing decision when the caller has just made it; `cached`: the
         queue as this process last saw it will do (handle_message after its own turn); `rk`: the
-        source's routing key, when the caller has it."""
+        source's routing key, when the caller has it. `stop`: the caller went away; once it is set,
+        nothing more is started (the item stays pending for the next run) and a wait for the
+        lease is given up (LeaseTimeout)."""
         rk = rk or self.routing.routing_key(source)
         # Just routed here: this process saved the inbox with the accept, so its cached copy is
         # current unless another writer moved it, which the start's save then refuses (a retry reads afresh).
@@ -100,7 +103,7 @@ class TurnRunner:
         if routed is None:
             head_source = SessionSource.from_dict(head.source) if head.source else source
             actor, _ = self.inbound.who(head_source, head.kind)
-            with_route = _StartWithRoute(self, turn, rk, source, cause, generation)
+            with_route = _StartWithRoute(self, turn, rk, source, cause, generation, stop)
             try:
                 routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause, also=with_route)
             except LeaseHeld:  # nothing was saved: route on its own, then wait for the lease
@@ -111,15 +114,17 @@ class TurnRunner:
                 assert with_route.starting is not None  # the saved try made it
                 return turn.begun(with_route.starting, created_session=routed.created, reason=routed.reason)
         try:
-            return turn.begin(routed.session_id, partial(self.start_oldest, rk, source, routed.session_id),
-                              cause=cause, generation=generation, timeout=timeout,
+            return turn.begin(routed.session_id, partial(self.start_oldest, rk, source, routed.session_id, stop),
+                              cause=cause, generation=generation, timeout=timeout, stop=stop,
                               created_session=routed.created, reason=routed.reason)
         except NothingToStart:
             return None
 
-    def start_oldest(self, rk: RoutingKey, source: SessionSource, session_id: str, lease: TurnLease,
-                     token: LeaseToken) -> Start:
+    def start_oldest(self, rk: RoutingKey, source: SessionSource, session_id: str, stop: threading.Event | None,
+                     lease: TurnLease, token: LeaseToken) -> Start:
         """Start the key's oldest pending item under the pending lease, as the inbox is now."""
+        if stop is not None and stop.is_set():
+            raise NothingToStart  # checked under the lease: no caller will run what this starts
         inbox = self.inbound.inbox(rk, fresh=False)
         waiting = inbox.pending() if inbox is not None else []
         if not waiting:
@@ -229,6 +234,7 @@ class _StartWithRoute:
     source: SessionSource
     cause: str
     generation: int
+    stop: threading.Event | None
     starting: Starting | None = None
 
     def __call__(self, session_id: str, new_session: bool) -> list[Any]:
@@ -239,7 +245,7 @@ class _StartWithRoute:
         return self.starting.events()
 
     def _starting(self, session_id: str, new_session: bool, *, fresh: bool) -> Starting:
-        start = partial(self.runner.start_oldest, self.rk, self.source, session_id)
+        start = partial(self.runner.start_oldest, self.rk, self.source, session_id, self.stop)
         return self.turn.starting(session_id, start, cause=self.cause, generation=self.generation,
                                   new_session=new_session, fresh=fresh)
 

@@ -17,6 +17,7 @@ ledger row); the last one is the turn's answer and finishes the turn as a plain 
 
 from __future__ import annotations
 
+import threading
 from asyncio import CancelledError
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -159,12 +160,13 @@ class Turn:
 
     def begin(self, session_id: str, start: StartFn, *, cause: str, generation: int = 0,
               timeout: float | None = None, actor: str | None = None, created_session: bool = False,
-              reason: str | None = None) -> "Turn":
+              reason: str | None = None, stop: threading.Event | None = None) -> "Turn":
         """Wait up to `timeout` s for the lease (LeaseTimeout) and save its acquisition with what
-        `start` starts (NothingToStart: nothing is saved)."""
+        `start` starts (NothingToStart: nothing is saved). `stop` set gives the wait up (LeaseTimeout)."""
         waiting = _Waiting(start)
         token = self.parts.leases.acquire(session_id, self.session_key, generation=generation, timeout=timeout,
-                                          actor=actor, cause=cause, before_save=waiting, reserve_seq=True)
+                                          actor=actor, cause=cause, before_save=waiting, reserve_seq=True,
+                                          stop=stop)
         assert waiting.made is not None  # the saved try made it
         self._state = self._begun_state(token, waiting.made, created_session, reason)
         return self
