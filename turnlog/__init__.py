@@ -12,7 +12,7 @@ from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import ChatType, Platform, SessionSource
 from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
-                     StoreError, TurnCancelled, TurnlogError)
+                     StoreError, TurnCancelled, TurnlogClosed, TurnlogError)
 from .errors import SessionOwnedElsewhere
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "TurnlogError",
     "SessionOwnedElsewhere",
     "CancelToken", "RunningTurn", "current_turn", "ReplyMessage", "Usage", "TurnCancelled",
+    "TurnlogClosed",
 ]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
-from .api import Turnlog
+from .api import CLOSE_WAIT_S, Turnlog
 from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
@@ -192,8 +192,9 @@ class AsyncTurnlog:
     async def stop_gateway(self) -> None:
         await self.run(self.turnlog.stop_gateway)
 
-    async def close(self) -> None:
-        await self.run(self.turnlog.close)
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Turnlog.close: running turns are waited for up to `wait_s` s, then cancelled."""
+        await self.run(self.turnlog.close, wait_s)
         self._threads.shutdown(wait=False)
 
 

@@ -53,6 +53,7 @@ from .maintenance import Maintenance
 from .projections.views import Views
 
 DEFAULT_DB = "turnlog.db"
+CLOSE_WAIT_S = 5.0
 
 _ROUTING_JSON_README = (
     "Routing map exported by turnlog from its event log (sessions.json-compatible). "
@@ -132,7 +133,11 @@ class Turnlog:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Wait up to `wait_s` seconds for the turns running in this process to end, cancel those
+        still running (TurnlogClosed is raised in them; their leases are released and their items
+        failed), then close the store."""
+        self.runner.close(wait_s)
         self.keeper.close()
         self.projections.close()
         self.app.close()

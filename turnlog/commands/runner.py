@@ -50,17 +50,24 @@ class TurnRunner:
         rk = self.routing.routing_key(source)
         actor, cause = self.inbound.who(source, kind)
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
-        arrival = _Arrival(self, rk, source, text, kind, actor, cause, start_at_once=not batched)
+        turn = self._turn(rk)
+        arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=not batched)
         try:
             routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=arrival, rk=rk)
         except DuplicateInbound as duplicate:
+            turn.drop()
             self.inbound.refuse(rk, kind, duplicate, actor, cause)
             return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
+        except BaseException:
+            turn.drop()
+            raise
+        if arrival.starting is None:
+            turn.drop()
         if batched:
             return []  # it waits for the rest of its burst: run_due_batches runs it (batching.py)
         outcomes = []
         if arrival.starting is not None:
-            turn = self._turn(rk).begun(arrival.starting, created_session=routed.created, reason=routed.reason)
+            turn.begun(arrival.starting, created_session=routed.created, reason=routed.reason)
             outcome: TurnOutcome | None = turn.respond(responder, sender)
         else:
             outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed, rk=rk)
@@ -97,13 +104,23 @@ class TurnRunner:
         pending = inbox.pending() if inbox is not None else []
         if not pending:
             return None
-        head = pending[0]
+        turn = self._turn(rk, stop)
+        try:
+            begun = self._begin_head(turn, source, rk, pending[0], routed, generation, timeout)
+        except BaseException:
+            turn.drop()
+            raise
+        if begun is None:
+            turn.drop()
+        return begun
+
+    def _begin_head(self, turn: Turn, source: SessionSource, rk: RoutingKey, head: InboxItem,
+                    routed: RouteResult | None, generation: int, timeout: float | None) -> Turn | None:
         cause = f"inbound:{head.item_id}"
-        turn = self._turn(rk)
         if routed is None:
             head_source = SessionSource.from_dict(head.source) if head.source else source
             actor, _ = self.inbound.who(head_source, head.kind)
-            with_route = _StartWithRoute(self, turn, rk, source, cause, generation, stop)
+            with_route = _StartWithRoute(self, turn, rk, source, cause, generation)
             try:
                 routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause, also=with_route)
             except LeaseHeld:  # nothing was saved: route on its own, then wait for the lease
@@ -114,8 +131,8 @@ class TurnRunner:
                 assert with_route.starting is not None  # the saved try made it
                 return turn.begun(with_route.starting, created_session=routed.created, reason=routed.reason)
         try:
-            return turn.begin(routed.session_id, partial(self.start_oldest, rk, source, routed.session_id, stop),
-                              cause=cause, generation=generation, timeout=timeout, stop=stop,
+            return turn.begin(routed.session_id, partial(self.start_oldest, rk, source, routed.session_id, turn.stop),
+                              cause=cause, generation=generation, timeout=timeout,
                               created_session=routed.created, reason=routed.reason)
         except NothingToStart:
             return None
@@ -144,7 +161,7 @@ class TurnRunner:
                                             platform_message_id=item.message_ids[-1])
         return Start(item, message, inbox, cause)
 
-    def start_at_once(self, rk: RoutingKey, inbox: Inbox, item_id: str, session_id: str,
+    def start_at_once(self, turn: Turn, inbox: Inbox, item_id: str, session_id: str,
                       source: SessionSource, new_session: bool) -> Starting | None:
         """When the key is idle (this message alone waits, no turn in flight, the lease free), its
         turn starts in the accept's own transaction. The start is recorded on a copy of the inbox,
@@ -157,12 +174,18 @@ class TurnRunner:
             return None
         start = partial(self.start_item, inbox=inbox.clone(), item=pending[0], source=source, session_id=session_id)
         try:
-            return self._turn(rk).starting(session_id, start, cause=f"inbound:{item_id}", new_session=new_session)
+            return turn.starting(session_id, start, cause=f"inbound:{item_id}", new_session=new_session)
         except LeaseHeld:
             return None
 
-    def _turn(self, rk: RoutingKey) -> Turn:
-        return Turn(self.parts, rk.key, inbox_id(rk.route_id))
+    def _turn(self, rk: RoutingKey, stop: threading.Event | None = None) -> Turn:
+        return Turn(self.parts, rk.key, inbox_id(rk.route_id), stop=stop)
+
+    def close(self, wait_s: float) -> None:
+        """Wait up to `wait_s` s for the running turns to end, then cancel the rest (TurnlogClosed
+        in them), releasing their leases and failing their items while the store is still open."""
+        for turn in self.parts.running.close(wait_s):
+            turn.close_out()
 
     # -- the resumed turn of an interrupted session -----------------------------------------
 
@@ -182,7 +205,11 @@ class TurnRunner:
         try:
             turn.begin(session_id, start, cause=cause, timeout=timeout, actor="system:recovery", reason="resumed")
         except NothingToStart:
+            turn.drop()
             return None
+        except BaseException:
+            turn.drop()
+            raise
         return turn.respond(responder, sender)
 
     def _start_resume(self, session_id: str, note: str, cause: str, item: InboxItem | None, lease: TurnLease,
@@ -204,6 +231,7 @@ class _Arrival:
     the turn's start when the key is idle."""
 
     runner: TurnRunner
+    turn: Turn
     rk: RoutingKey
     source: SessionSource
     text: str
@@ -220,7 +248,8 @@ class _Arrival:
                                                  first_try=self.tries.first())
         self.starting = None
         if self.start_at_once:
-            self.starting = self.runner.start_at_once(self.rk, inbox, item_id, session_id, self.source, new_session)
+            self.starting = self.runner.start_at_once(self.turn, inbox, item_id, session_id, self.source,
+                                                      new_session)
         return [inbox, *seen, *(self.starting.events() if self.starting is not None else [])]
 
 
@@ -234,7 +263,6 @@ class _StartWithRoute:
     source: SessionSource
     cause: str
     generation: int
-    stop: threading.Event | None
     starting: Starting | None = None
 
     def __call__(self, session_id: str, new_session: bool) -> list[Any]:
@@ -245,7 +273,7 @@ class _StartWithRoute:
         return self.starting.events()
 
     def _starting(self, session_id: str, new_session: bool, *, fresh: bool) -> Starting:
-        start = partial(self.runner.start_oldest, self.rk, self.source, session_id, self.stop)
+        start = partial(self.runner.start_oldest, self.rk, self.source, session_id, self.turn.stop)
         return self.turn.starting(session_id, start, cause=self.cause, generation=self.generation,
                                   new_session=new_session, fresh=fresh)
 

@@ -18,8 +18,9 @@ ledger row); the last one is the turn's answer and finishes the turn as a plain 
 from __future__ import annotations
 
 import threading
+import time
 from asyncio import CancelledError
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 from uuid import UUID
 
@@ -30,7 +31,7 @@ from ..domain.recovery import answered_items
 from ..domain.reply import ReplyMessage, messages_of, usage_event
 from ..domain.silence import outbound_for_reply
 from ..domain.transcript import MessageAppended
-from ..errors import InvalidRequest, TurnCancelled
+from ..errors import InvalidRequest, LeaseTimeout, TurnCancelled, TurnlogClosed
 from .context import CommandContext
 from .delivery import DeliveryCommands, Sender
 from .keeper import Keeper, RunningTurn, run_as
@@ -109,6 +110,44 @@ class TurnState:
     running: RunningTurn | None = None  # the keeper's registration, once it renews the lease
 
 
+CLOSED = "the Turnlog was closed while the turn ran: its lease was released and its item failed"
+
+
+class RunningTurns:
+    """This engine's turns, from the moment one is made until it ends, so that closing the engine
+    can wait for them and cancel those that outlast the wait."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._turns: set[Turn] = set()
+        self.closed = False
+
+    def add(self, turn: "Turn") -> None:
+        with self._changed:
+            if self.closed:
+                raise TurnlogClosed("the Turnlog is closed: no turn starts")
+            self._turns.add(turn)
+
+    def discard(self, turn: "Turn") -> None:
+        with self._changed:
+            self._turns.discard(turn)
+            self._changed.notify_all()
+
+    def close(self, wait_s: float) -> list["Turn"]:
+        """Refuse new turns, wait up to `wait_s` s for the running ones to end, and return those
+        still running. A turn responding in the calling thread (an agent closing its own engine)
+        is not waited for: it cannot end while its thread waits."""
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        caller = threading.get_ident()
+        with self._changed:
+            self.closed = True
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or all(t.thread == caller for t in self._turns):
+                    return list(self._turns)
+                self._changed.wait(remaining)
+
+
 @dataclass(frozen=True)
 class TurnParts:
     """What every turn works with."""
@@ -117,6 +156,7 @@ class TurnParts:
     leases: LeaseCommands
     deliveries: DeliveryCommands
     keeper: Keeper | None = None
+    running: RunningTurns = field(default_factory=RunningTurns)
 
 
 @dataclass
@@ -136,11 +176,17 @@ class Turn:
     or inside a caller's own transaction (`starting`, saved by the caller, then `begun`); then it
     is answered (`respond`) or failed (`fail`)."""
 
-    def __init__(self, parts: TurnParts, session_key: str, inbox_uuid: UUID | None) -> None:
+    def __init__(self, parts: TurnParts, session_key: str, inbox_uuid: UUID | None, *,
+                 stop: threading.Event | None = None) -> None:
+        """`stop`: set by the caller going away, or by the engine closing, before the turn began."""
         self.parts = parts
         self.session_key = session_key
         self.inbox_uuid = inbox_uuid
+        self.stop = stop if stop is not None else threading.Event()
+        self.thread: int | None = None  # the thread it responds in (the agent's, for a sync responder)
         self._state: TurnState | None = None
+        self._closed_out = False  # the engine's close released it
+        parts.running.add(self)
 
     @property
     def state(self) -> TurnState:
@@ -160,13 +206,18 @@ class Turn:
 
     def begin(self, session_id: str, start: StartFn, *, cause: str, generation: int = 0,
               timeout: float | None = None, actor: str | None = None, created_session: bool = False,
-              reason: str | None = None, stop: threading.Event | None = None) -> "Turn":
+              reason: str | None = None) -> "Turn":
         """Wait up to `timeout` s for the lease (LeaseTimeout) and save its acquisition with what
-        `start` starts (NothingToStart: nothing is saved). `stop` set gives the wait up (LeaseTimeout)."""
+        `start` starts (NothingToStart: nothing is saved). `stop` set gives the wait up."""
         waiting = _Waiting(start)
-        token = self.parts.leases.acquire(session_id, self.session_key, generation=generation, timeout=timeout,
-                                          actor=actor, cause=cause, before_save=waiting, reserve_seq=True,
-                                          stop=stop)
+        try:
+            token = self.parts.leases.acquire(session_id, self.session_key, generation=generation,
+                                              timeout=timeout, actor=actor, cause=cause, before_save=waiting,
+                                              reserve_seq=True, stop=self.stop)
+        except LeaseTimeout:
+            if self.parts.running.closed:
+                raise TurnlogClosed("the Turnlog was closed while the turn waited for its lease") from None
+            raise
         assert waiting.made is not None  # the saved try made it
         self._state = self._begun_state(token, waiting.made, created_session, reason)
         return self
@@ -205,6 +256,7 @@ class Turn:
         A responder that raises fails the turn (TurnCancelled when the keeper had cancelled it)."""
         state = self.state
         leases = self.parts.leases
+        self.thread = threading.get_ident()
         running = self.keep()
         reply_seq = leases.next_seq(state.token)
         try:
@@ -223,14 +275,46 @@ class Turn:
         return TurnOutcome(s.session_key, t.session_id, s.item.item_id, t.epoch, t.turn_id, s.user_seq, reply_seq,
                            delivery_state, s.created_session, s.reason)
 
+    def drop(self) -> None:
+        """The turn will not begin (nothing to start, or its start was not saved)."""
+        self.parts.running.discard(self)
+
     def fail(self, failure: BaseException) -> BaseException:
         """Release the lease and close the item as failed, so the key is not wedged; returns the
-        error to raise for `failure` (TurnCancelled when the keeper cancelled the turn).
+        error to raise for `failure` (TurnCancelled when the keeper cancelled the turn, TurnlogClosed
+        when the engine was closed meanwhile).
 
         A turn that had lost its lease (cut off: revoked, or taken over after a stall) leaves its
         item alone: /stop and /new closed it already, and after a takeover its user message is in
         the transcript, so the next turn on the session that completes answers it (see _finish:
         answered_items); a dead boot's is recovery's."""
+        try:
+            if not self._closed_out:
+                self._release_failed()
+        except Exception:
+            if not self._closed_out:  # else the store may be closed already: close released it
+                raise
+        finally:
+            self.parts.leases.forget(self.state.token)
+            self.parts.running.discard(self)
+        if self._closed_out:
+            return failure if isinstance(failure, TurnlogClosed) else TurnlogClosed(CLOSED)
+        return _cancelled(self.state.running, failure)
+
+    def close_out(self) -> None:
+        """The engine is closing and this turn outlasted the wait: cancel it (its agent is told
+        through its cancel token), release its lease and fail its item, while the store is open."""
+        self.stop.set()
+        if self._state is None:
+            return  # still waiting for its lease: the stop ends the wait
+        self._closed_out = True
+        if self._state.running is not None:
+            self._state.running.cancel.cancel(CLOSED)
+        with self.parts.leases.write_lock(self._state.token):  # not in the middle of one of its writes
+            self._release_failed()
+        self.parts.leases.forget(self._state.token)
+
+    def _release_failed(self) -> None:
         state = self.state
         ctx, leases = self.parts.ctx, self.parts.leases
 
@@ -247,8 +331,6 @@ class Turn:
             if items:
                 ctx.save(*items)
         ctx.retrying(step, f"failing the turn on {state.token.session_id}")
-        leases.forget(state.token)
-        return _cancelled(state.running, failure)
 
     def _reply_and_deliver(self, reply: str, sender: Sender, *, fields: dict[str, Any] | None = None,
                            also: Sequence[Any] = (), finish_turn: bool = True) -> str | None:
@@ -257,6 +339,8 @@ class Turn:
         state = self.state
         token, cause, item = state.token, state.cause, state.item
         leases, deliveries = self.parts.leases, self.parts.deliveries
+        if self._closed_out:
+            raise TurnlogClosed(CLOSED)
         seq = leases.next_seq(token)
         reply_event = leases.message_event(token, seq, "assistant", reply, cause=cause, **(fields or {}))
         # Recorded and marked attempting in one transaction, right before the send: a crash in
@@ -283,6 +367,7 @@ class Turn:
             delivery_state = deliveries.settle(delivery.id, error=error, also=self._finish, cause=cause,
                                                fresh=False).state
         leases.forget(token)
+        self.parts.running.discard(self)
         return delivery_state
 
     def _finish(self) -> list[Any]:
@@ -338,6 +423,8 @@ class Turn:
 
     def _append(self, message: ReplyMessage) -> None:
         token, cause, leases = self.state.token, self.state.cause, self.parts.leases
+        if self._closed_out:
+            raise TurnlogClosed(CLOSED)
         seq = leases.next_seq(token)
         event = leases.message_event(token, seq, message.role, message.content, cause=cause, **_fields(message))
         leases.fenced_save(token, event, *self._extra(message)["also"], last_seq=seq, cause=cause)
