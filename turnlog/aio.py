@@ -228,7 +228,7 @@ def wrap(turnlog: "Turnlog | AsyncTurnlog") -> AsyncTurnlog:
 @dataclass
 class _Handoff:
     """A turn begun in a worker thread for a caller on the loop that may be cancelled meanwhile.
-    Whichever side comes second settles it: the thread fails a turn it begun for a caller already
+    Whichever side comes second settles it: the thread fails a turn it began for a caller already
     gone, the cancelled caller fails one that was delivered but never run. Before the turn begins,
     `stop` keeps it from beginning at all, so the accepted message stays pending for the next run."""
 
