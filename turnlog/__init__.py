@@ -13,7 +13,7 @@ from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import ChatType, Platform, SessionSource
 from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
-                     StoreError, TurnCancelled, TurnlogError)
+                     StoreError, TurnCancelled, TurnlogClosed, TurnlogError)
 from .errors import SessionOwnedElsewhere
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "SessionOwnedElsewhere",
     "CancelToken", "RunningTurn", "current_turn", "ReplyMessage", "Usage", "TurnCancelled",
     "SLASH_COMMANDS", "parse_command",
+    "TurnlogClosed",
 ]

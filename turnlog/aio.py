@@ -24,14 +24,16 @@ import concurrent.futures
 import inspect
 import threading
 import functools
+from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
-from .api import Turnlog
-from .commands.inbound import TurnOutcome, _cancelled
+from .api import CLOSE_WAIT_S, Turnlog
+from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
 from .domain.source import SessionSource
+from .errors import TurnCancelled
 
 T = TypeVar("T")
 AsyncAgent = Callable[[Sequence[Any], InboxItem], Any]  # a coroutine function or an async generator function
@@ -40,6 +42,7 @@ AsyncSweepSend = Callable[[dict[str, Any], str], Awaitable[Any]]
 
 DEFAULT_STORE_THREADS = 2
 DEFAULT_THREADS = 16
+CALLER_CANCELLED = "the caller of handle_message was cancelled before its turn ran"
 
 
 class AsyncTurnlog:
@@ -62,11 +65,11 @@ class AsyncTurnlog:
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call a sync Turnlog method in a worker thread that holds a store slot."""
         loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, functools.partial(self._slotted, fn, *args, **kwargs))
 
-        def call() -> T:
-            with self._slots:
-                return fn(*args, **kwargs)
-        return await loop.run_in_executor(self._threads, call)
+    def _slotted(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with self._slots:
+            return fn(*args, **kwargs)
 
     def _wait(self, future: Any) -> Any:
         """In a worker thread: wait for a coroutine on the loop, without holding a store slot."""
@@ -132,31 +135,42 @@ class AsyncTurnlog:
         """One turn: its start in a worker thread, the agent on the loop (no thread held while it
         thinks), then its reply written, sent and settled in a worker thread."""
         loop = asyncio.get_running_loop()
-        inbound = self.turnlog.inbound
-        turn = await self.run(inbound.begin_next, source, timeout=timeout)
+        handoff = _Handoff()
+        try:
+            turn = await self.run(self._begin, source, timeout, handoff)
+        except asyncio.CancelledError:
+            orphan = handoff.abandon()
+            if orphan is not None:  # begun just as the caller went away: nobody will run it
+                self._threads.submit(self._slotted, orphan.fail, TurnCancelled(CALLER_CANCELLED))
+            raise
         if turn is None:
             return None
-        keeper = self.turnlog.keeper
-        running = keeper.keep(turn.token)
+        running = turn.keep()
         try:
             history = await self.run(self.turnlog.turns.transcript, turn.token.session_id)
             reply = agent(history, turn.item)
             if inspect.isawaitable(reply):
                 task = asyncio.ensure_future(reply)
-                running.cancel.on_cancel(lambda _reason: loop.call_soon_threadsafe(task.cancel))
+                if running is not None:
+                    running.cancel.on_cancel(lambda _reason: loop.call_soon_threadsafe(task.cancel))
                 reply = await task
         except BaseException as failure:
-            await self.run(inbound._fail_turn, turn.token, turn.inbox_uuid, turn.item, turn.cause)
-            raise _cancelled(running, failure) from failure
+            raise await self.run(turn.fail, failure) from failure
         if inspect.isasyncgen(reply) or hasattr(reply, "__anext__"):
             stream = reply
             responder = lambda history, item: self._pull(loop, stream)  # noqa: E731
         else:
             responder = lambda history, item: reply  # noqa: E731
         _, sender = self._bridge(loop, agent, send)
-        state, reply_seq = await self.run(inbound._respond, turn.token, turn.session_key, turn.inbox_uuid,
-                                          turn.item, responder, sender, turn.cause)
-        return turn.outcome(state, reply_seq)
+        return await self.run(turn.respond, responder, sender)
+
+    def _begin(self, source: SessionSource, timeout: float | None, handoff: "_Handoff") -> Turn | None:
+        """In a worker thread: begin the key's next turn for a caller that may be cancelled meanwhile."""
+        turn = self.turnlog.runner.begin_next(source, timeout=timeout, stop=handoff.stop)
+        if turn is not None and not handoff.deliver(turn):
+            turn.fail(TurnCancelled(CALLER_CANCELLED))
+            return None
+        return turn
 
     async def start_gateway(self, name: str = "main") -> Any:
         return await self.run(self.turnlog.start_gateway, name)
@@ -178,8 +192,9 @@ class AsyncTurnlog:
     async def stop_gateway(self) -> None:
         await self.run(self.turnlog.stop_gateway)
 
-    async def close(self) -> None:
-        await self.run(self.turnlog.close)
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Turnlog.close: running turns are waited for up to `wait_s` s, then cancelled."""
+        await self.run(self.turnlog.close, wait_s)
         self._threads.shutdown(wait=False)
 
 
@@ -208,6 +223,31 @@ def wrap(turnlog: "Turnlog | AsyncTurnlog") -> AsyncTurnlog:
     if wrapped is None:
         wrapped = turnlog._aio = AsyncTurnlog(turnlog)  # type: ignore[attr-defined]
     return wrapped
+
+
+@dataclass
+class _Handoff:
+    """A turn begun in a worker thread for a caller on the loop that may be cancelled meanwhile.
+    Whichever side comes second settles it: the thread fails a turn it began for a caller already
+    gone, the cancelled caller fails one that was delivered but never run. Before the turn begins,
+    `stop` keeps it from beginning at all, so the accepted message stays pending for the next run."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _turn: Turn | None = None
+
+    def deliver(self, turn: Turn) -> bool:
+        with self._lock:
+            if self.stop.is_set():
+                return False
+            self._turn = turn
+            return True
+
+    def abandon(self) -> Turn | None:
+        with self._lock:
+            self.stop.set()
+            turn, self._turn = self._turn, None
+            return turn
 
 
 def _cancel_pull(pull: "concurrent.futures.Future[Any]", _reason: str) -> None:

@@ -7,24 +7,25 @@ import socket
 import sqlite3
 import uuid as _uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
-from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id
+from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, lease_time
 from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
-from .commands.inbound import Accepted, InboundCommands, Responder, TurnOutcome
-from .commands.inbound import resume as resume_turn
+from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
 from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
-from .commands.obligation import reply_obligation
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
+from .commands.runner import TurnRunner
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
-from .commands.turns import LeaseToken, MessageRecord, TurnCommands
+from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
+from .commands.turn import Responder, TurnOutcome, TurnParts, reply_obligation
 from .storage import backend as storage_backend
 from .config import EngineConfig
 from .domain.gateway import Gateway
@@ -53,6 +54,7 @@ from .maintenance import Maintenance
 from .projections.views import Views
 
 DEFAULT_DB = "turnlog.db"
+CLOSE_WAIT_S = 5.0
 
 _ROUTING_JSON_README = (
     "Routing map exported by turnlog from its event log (sessions.json-compatible). "
@@ -106,11 +108,15 @@ class Turnlog:
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self.routing = RoutingCommands(self.ctx)
-        self.turns = TurnCommands(self.ctx, self.owner)
+        self.turns = LeaseCommands(self.ctx, self.owner)
         self.deliveries = DeliveryCommands(self.ctx, self.owner)
-        self.inbound = InboundCommands(self.ctx, self.routing, self.turns, self.deliveries)
+        # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
+        self.keeper = Keeper(self.ctx, self.turns)
+        self.inbound = InboundCommands(self.ctx, self.routing)
+        self.runner = TurnRunner(self.inbound, self.routing,
+                                 TurnParts(self.ctx, self.turns, self.deliveries, self.keeper))
         self.slash = SlashCommands(self.ctx, self.routing, self.turns, self.inbound)
-        self.batches = BatchCommands(self.inbound)
+        self.batches = BatchCommands(self.runner)
         self.rotation = RotationCommands(self.ctx, self.routing, self.turns)
         self.gateway_name: str | None = None
         self.projections = ProjectionRunner(
@@ -126,14 +132,16 @@ class Turnlog:
         # Reads go through the views; writable, the facade catches the read models up first.
         self.views = Views(self.projections, self.app, refresh=self.catch_up)
         self.recovery = RecoveryCommands(self.ctx, self.turns, self.deliveries, self.views)
-        # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
-        self.keeper = Keeper(self.ctx, self.turns)
-        self.inbound.keeper = self.recovery.keeper = self.keeper
+        self.recovery.keeper = self.keeper
         self.forks = ForkCommands(self.ctx)
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Wait up to `wait_s` seconds for the turns running in this process to end, cancel those
+        still running (TurnlogClosed is raised in them; their leases are released and their items
+        failed), then close the store."""
+        self.runner.close(wait_s)
         self.keeper.close()
         self.projections.close()
         self.app.close()
@@ -254,11 +262,11 @@ class Turnlog:
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *,
                  timeout: float | None = None) -> TurnOutcome | None:
         """Run the oldest waiting item of the source's key as one turn."""
-        return self.inbound.run_next(source, responder, sender, timeout=timeout)
+        return self.runner.run_next(source, responder, sender, timeout=timeout)
 
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
                        timeout: float | None = None) -> list[TurnOutcome]:
-        return self.inbound.handle_message(source, text, responder, sender, timeout=timeout)
+        return self.runner.handle_message(source, text, responder, sender, timeout=timeout)
 
     def run_due_batches(self, responder: Responder, sender: Sender) -> list[TurnOutcome]:
         """With text batching on (EngineConfig.text_batching): run every key's burst whose debounce
@@ -340,9 +348,9 @@ class Turnlog:
         outcomes = []
         for row in self.resume_candidates(name):  # caught up by recovery
             in_flight = self._in_flight_item(row["session_id"])
-            outcome = resume_turn(self.inbound, session_id=row["session_id"], session_key=row["session_key"],
-                                  reason=row["resume_reason"], in_flight=in_flight, responder=responder,
-                                  sender=sender)
+            outcome = self.runner.resume(session_id=row["session_id"], session_key=row["session_key"],
+                                         reason=row["resume_reason"], in_flight=in_flight, responder=responder,
+                                         sender=sender)
             if outcome is not None:  # None: answered or settled meanwhile, nothing left to resume
                 outcomes.append(outcome)
         return outcomes
@@ -368,10 +376,16 @@ class Turnlog:
         return sources
 
     def status(self, name: str = "main") -> dict[str, Any]:
-        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions."""
+        """Last boot and how it ended, active turns (and leases left expired by their holders), pending
+        deliveries, resume_pending and suspended sessions."""
         self.catch_up()
         gateway = self.recovery.gateway(name)
         boot = gateway.last_boot if gateway is not None else None
+        held = self.views.held_leases()
+        now = lease_time(self.clock)
+
+        def expired(row: Any) -> bool:
+            return row.expires_at is not None and datetime.fromisoformat(row.expires_at) <= now
         return {
             "gateway": name,
             "last_boot": None if boot is None else {
@@ -383,7 +397,10 @@ class Turnlog:
                 # recovered it is known to have died, so it did not end clean.
                 "ended_clean": Gateway.ended_clean(boot)
                 if boot["state"] not in ("running", "draining") or boot["recovered"] else None},
-            "active_turns": [r.to_dict() for r in self.views.held_leases()],
+            # A lease past its expiry is no running turn: its holder stopped renewing it (it died, or
+            # left it behind), so it is recovery's to close or the next taker's.
+            "active_turns": [r.to_dict() for r in held if not expired(r)],
+            "expired_leases": [r.to_dict() for r in held if expired(r)],
             "pending_deliveries": [r.to_dict() for r in self.views.owed_deliveries()],
             "resume_pending": [{"session_id": r.session_id, "session_key": r.session_key, "resume_reason": r.reason,
                                 "resume_marked_at": r.marked_at} for r in self.views.resume_pending_any()],

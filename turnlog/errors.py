@@ -53,3 +53,9 @@ class ReadOnlyDatabase(StoreError):
 class TurnCancelled(StaleLease):
     """The running turn lost its lease (revoked by /stop or /new, taken over after a stall): the
     lease keeper cancelled it, and nothing it writes afterwards is accepted."""
+
+
+class TurnlogClosed(TurnCancelled):
+    """The Turnlog was closed while the turn ran (after waiting for it as long as close was told):
+    the turn was cancelled, its lease released and its item failed; nothing it writes afterwards
+    is accepted."""

@@ -15,7 +15,7 @@ from eventsourcing.application import Application
 
 from .clock import parse_aware_time
 from .commands.context import session_aggregate_id
-from .commands.turns import lease_id
+from .commands.lease import lease_id
 from .domain.delivery import Delivery
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound

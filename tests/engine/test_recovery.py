@@ -568,18 +568,21 @@ def test_status_shows_the_last_boot_how_it_ended_and_what_is_left(db):
     last = data["last_boot"]
     assert (last["boot_id"], last["pid"], last["host"]) == (killed.data["boot"], killed.pid, socket.gethostname())
     assert (last["state"], last["ended_clean"], last["recovered"]) == ("running", None, False)
-    [active] = data["active_turns"]
-    assert active["owner"] == killed.data["boot"]
+    # The killed boot's lease is the marker recovery reads, but no turn runs under it any more.
+    assert data["active_turns"] == []
+    [left] = data["expired_leases"]
+    assert left["owner"] == killed.data["boot"]
     [owed] = data["pending_deliveries"]
     assert (owed["state"], owed["attempts"], owed["platform"]) == ("attempting", 1, "telegram")
     text = cli_run(db, "status").output
-    assert "died without a stop" in text and "active turns: 1" in text and "pending deliveries: 1" in text
+    assert "died without a stop" in text and "active turns: 0" in text and "expired leases: 1" in text
+    assert "pending deliveries: 1" in text
 
     assert cli_run(db, "recover").exit_code == 0
     data = json.loads(cli_run(db, "status", "--json").stdout)
     assert data["last_boot"]["recovered"] is True
     assert data["last_boot"]["ended_clean"] is False
-    assert data["active_turns"] == []
+    assert data["active_turns"] == [] and data["expired_leases"] == []
     assert "ended UNCLEAN" in cli_run(db, "status").output
 
     t = boot(db, 5)
@@ -610,13 +613,13 @@ def test_recover_dry_run_changes_nothing(db):
     assert "would recover 1 unclean boot(s)" in cli_run(db, "recover", "--dry-run").output
     with Turnlog(db) as t:
         assert event_count(t) == before
-        assert len(t.status(GW)["active_turns"]) == 1 and t.status(GW)["resume_pending"] == []
+        assert len(t.status(GW)["expired_leases"]) == 1 and t.status(GW)["resume_pending"] == []
 
     result = cli_run(db, "recover", "--json")
     assert json.loads(result.stdout)["recovered_boots"] == [killed.data["boot"]]
     with Turnlog(db) as t:
         assert event_count(t) > before
-        assert t.status(GW)["active_turns"] == []
+        assert t.status(GW)["active_turns"] == [] and t.status(GW)["expired_leases"] == []
         assert [r["resume_reason"] for r in t.status(GW)["resume_pending"]] == ["restart_interrupted"]
     assert json.loads(cli_run(db, "recover", "--json").stdout)["recovered_boots"] == []
 

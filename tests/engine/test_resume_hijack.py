@@ -38,7 +38,7 @@ def test_a_chat_cannot_resume_another_users_session(t):
     result = t.command(ATTACKER, f"/resume {victim_session}")
 
     assert result.changed is False and result.session_id is None
-    assert "not one of this chat's sessions" in result.reply
+    assert result.reply == f"No session {victim_session}."
     assert current(t, ATTACKER) == attacker_session  # the attacker's key was not rebound
     assert current(t, VICTIM) == victim_session
     assert all(m["content"] != "my secret plans" for m in t.transcript(attacker_session))
@@ -48,13 +48,26 @@ def test_a_chat_cannot_resume_another_users_session(t):
     assert refused[0].data["requested_session_id"] == victim_session and victim_session in refused[0].summary
 
 
+def test_another_users_session_is_answered_as_an_unknown_id_is(t):
+    victim_session = talk(t, VICTIM, "hello")
+    unknown = "20990101_000000_feedf00d"
+    probe = SessionSource(platform="telegram", chat_id="666", user_id="666", user_name="mallory")
+
+    taken = t.command(probe, f"/resume {victim_session}")
+    missing = t.command(probe, f"/resume {unknown}")
+
+    # Nothing in the answer may tell a stranger that the id exists.
+    assert (taken.reply.replace(victim_session, "ID"), taken.changed, taken.session_id) \
+        == (missing.reply.replace(unknown, "ID"), missing.changed, missing.session_id)
+
+
 def test_a_refused_resume_on_a_key_never_routed_creates_no_session(t):
     victim_session = talk(t, VICTIM, "hello")
     before = {s["session_id"] for s in t.sessions()}
 
     result = t.command(ATTACKER, f"/resume {victim_session}")
 
-    assert result.changed is False and "not one of this chat's sessions" in result.reply
+    assert result.changed is False and result.reply == f"No session {victim_session}."
     assert {s["session_id"] for s in t.sessions()} == before
     # The command's message id is remembered (inbound dedup); no session or binding is made.
     assert [h.event for h in t.history(t.routing_key(ATTACKER))] == ["InboundMessageFirstSeen", "RouteRegistered",

@@ -347,7 +347,8 @@ def recover(ctx: click.Context, name: str, dry_run: bool, out: Output) -> None:
 @output_options
 @click.pass_context
 def status(ctx: click.Context, name: str, out: Output) -> None:
-    """Last boot and whether it ended clean, active turns, owed replies, interrupted and suspended sessions."""
+    """Last boot and whether it ended clean, active turns, leases their holders left to expire, owed
+    replies, interrupted and suspended sessions."""
     data = engine(ctx).status(name)
 
     def text() -> None:
@@ -362,6 +363,7 @@ def status(ctx: click.Context, name: str, out: Output) -> None:
                      f" started {boot['started_at']}, {ended}")
         for title, rows, columns in (
                 ("active turns", data["active_turns"], ["session_id", "owner", "epoch", "expires_at"]),
+                ("expired leases", data["expired_leases"], ["session_id", "owner", "epoch", "expires_at"]),
                 ("pending deliveries", data["pending_deliveries"],
                  ["session_id", "seq", "platform", "state", "attempts"]),
                 ("resume_pending", data["resume_pending"], ["session_id", "session_key", "resume_reason"]),

@@ -12,12 +12,14 @@ from datetime import datetime
 from ..domain.batching import TextBatching
 from ..domain.source import SessionSource
 from .delivery import Sender
-from .inbound import InboundCommands, Responder, TurnOutcome
+from .runner import TurnRunner
+from .turn import Responder, TurnOutcome
 
 
 class BatchCommands:
-    def __init__(self, inbound: InboundCommands) -> None:
-        self.inbound = inbound
+    def __init__(self, runner: TurnRunner) -> None:
+        self.runner = runner
+        self.inbound = runner.inbound
 
     @property
     def rule(self) -> TextBatching:
@@ -30,7 +32,7 @@ class BatchCommands:
             pending = inbox.pending() if inbox is not None else []
             if not pending or not self.rule.ready(pending[0], self.inbound.ctx.clock.now()):
                 return outcomes
-            outcome = self.inbound.run_next(source, responder, sender)
+            outcome = self.runner.run_next(source, responder, sender)
             if outcome is None:
                 return outcomes
             outcomes.append(outcome)

@@ -12,7 +12,7 @@ from ..domain.session import Session
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
 from ..errors import NotFound
 from .context import CommandContext, session_aggregate_id
-from .turns import lease_id
+from .lease import lease_id
 
 
 class ForkCommands:

@@ -8,8 +8,8 @@ own writes renew it too, so a busy turn costs no extra events); the heartbeat li
 renewed until the test moves time. A renewal that is refused — the lease was revoked by /stop or
 /new, or taken over after a stall — cancels the turn: its CancelToken is set (callbacks run, an
 asyncio agent gets CancelledError) and every later write of the turn is refused by the lease's
-fencing anyway. The item such a turn was answering is settled by the rule in inbound.py
-(`_fail_turn`): /stop and /new close it themselves, a takeover leaves it to the next completed
+fencing anyway. The item such a turn was answering is settled by the rule in turn.py
+(`Turn.fail`): /stop and /new close it themselves, a takeover leaves it to the next completed
 turn on the session, a dead boot's to recovery.
 """
 
@@ -25,7 +25,7 @@ from ..domain import heartbeat as hb_rules
 from ..domain.heartbeat import Heartbeat
 from ..errors import StaleLease, TurnCancelled
 from .context import CommandContext
-from .turns import LeaseToken, TurnCommands
+from .lease import LeaseToken, LeaseCommands
 
 POLL_MAX_S = 0.25
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def current_turn() -> RunningTurn | None:
 
 
 class Keeper:
-    def __init__(self, ctx: CommandContext, turns: TurnCommands) -> None:
+    def __init__(self, ctx: CommandContext, turns: LeaseCommands) -> None:
         self.ctx = ctx
         self.turns = turns
         self._kept: dict[tuple[str, int], RunningTurn] = {}

@@ -41,8 +41,8 @@ from ..errors import GatewayStillRunning, InvalidRequest
 from ..projections.views import Views
 from .context import CommandContext
 from .delivery import DeliveryCommands
+from .lease import LeaseCommands, lease_id
 from .tool_answers import answer_events
-from .turns import TurnCommands, lease_id
 
 AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
 DELIVERY_MAX_AGE = timedelta(hours=24)
@@ -107,7 +107,7 @@ class SweepReport:
 
 
 class RecoveryCommands:
-    def __init__(self, ctx: CommandContext, turns: TurnCommands, deliveries: DeliveryCommands,
+    def __init__(self, ctx: CommandContext, turns: LeaseCommands, deliveries: DeliveryCommands,
                  views: Views) -> None:
         self.ctx = ctx
         self.turns = turns

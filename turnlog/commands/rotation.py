@@ -19,11 +19,11 @@ from ..domain.source import SessionSource
 from ..errors import InvalidRequest, NotFound, StaleLease
 from .context import CommandContext, session_aggregate_id
 from .routing import RoutingCommands, origin_of
-from .turns import LeaseToken, TurnCommands, lease_id
+from .lease import LeaseToken, LeaseCommands, lease_id
 
 
 class RotationCommands:
-    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands) -> None:
+    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands) -> None:
         self.ctx = ctx
         self.routing = routing
         self.turns = turns
@@ -36,7 +36,7 @@ class RotationCommands:
     def rotate(self, token: LeaseToken, source: SessionSource, *, cause: str = "compression") -> LeaseToken:
         ctx = self.ctx
         rk = self.routing.routing_key(source)
-        parent_lease = self.turns._lease_for(token)
+        parent_lease = self.turns.held(token)
         route: Route | None = ctx.get(rk.route_id)
         parent: Session | None = ctx.session(token.session_id)
         if route is None or parent is None:
@@ -57,7 +57,7 @@ class RotationCommands:
         epoch = child_lease.acquire(owner=actor, owner_key=token.owner_key, generation=token.generation,
                                     turn_id=token.turn_id, ttl_s=ctx.config.lease_ttl_s, at=now, actor=actor,
                                     cause=cause, lease_now=lease_time(ctx.clock))
-        self.turns._forget(token)
+        self.turns.forget(token)
         try:
             ctx.save(parent, child, route, parent_lease, child_lease)
         except IntegrityError:

@@ -21,7 +21,7 @@ from ..errors import NotFound
 from .context import CommandContext
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
-from .turns import TurnCommands
+from .lease import LeaseCommands
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
 
@@ -51,7 +51,7 @@ COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
 
 
 class SlashCommands:
-    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
+    def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
                  inbound: InboundCommands) -> None:
         self.ctx = ctx
         self.routing = routing
@@ -163,7 +163,8 @@ class SlashCommands:
         return CommandResult("/resume", f"Resumed session {target}.", target, result.reason is not None)
 
     def refuse_resume(self, source: SessionSource, rk: Any, target: str, *, actor: str, cause: str) -> CommandResult:
-        """A chat may only take back its own sessions: anything else is refused and audited on its route."""
+        """A chat may only take back its own sessions: anything else is refused and audited on its route.
+        The chat is answered as for an id that does not exist, so a stranger learns nothing of it."""
         def step() -> None:
             now = self.ctx.clock.now()
             route: Route | None = self.ctx.get(rk.route_id)
@@ -173,5 +174,4 @@ class SlashCommands:
             route.refuse_resume(target, reason="not_owned", at=now, actor=actor, cause=cause)
             self.ctx.save(route)
         self.ctx.retrying(step, f"/resume on {rk.key}")
-        return CommandResult("/resume", f"Session {target} is not one of this chat's sessions: not resumed.",
-                             None, False)
+        return CommandResult("/resume", f"No session {target}.", None, False)

@@ -19,7 +19,7 @@ from ..domain.tool_answers import unanswered_at_end
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
 
 if TYPE_CHECKING:
-    from .turns import LeaseToken, TurnCommands
+    from .lease import LeaseCommands, LeaseToken
 
 TAIL_READ = 64  # messages read back from the end: more tool calls than one assistant message makes
 
@@ -34,7 +34,7 @@ def answer_events(messages: Sequence[MessageAppended], *, session_id: str, first
             for seq, call in enumerate(unanswered_at_end(messages), start=first_seq)]
 
 
-def answers_before_turn(turns: "TurnCommands", lease: TurnLease, token: "LeaseToken", *,
+def answers_before_turn(turns: "LeaseCommands", lease: TurnLease, token: "LeaseToken", *,
                         cause: str) -> list[MessageAppended]:
     """Answers for a transcript that ends with unanswered calls, saved with the starting turn's
     acquisition (pending on `lease`, which reserved the seq after the transcript). They take the

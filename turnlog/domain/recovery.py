@@ -1,6 +1,6 @@
 """Pure recovery rules (docs/behaviour.md §6, §7; seed 002 §7): what to do with a turn a crash interrupted,
 and which in-flight inbound items a finished turn completes. No I/O: the callers
-(commands/recovery.py, commands/inbound.py) read the facts and save what these decide."""
+(commands/recovery.py, commands/turn.py) read the facts and save what these decide."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from eventsourcing.persistence import IntegrityError
 
 from ..gc_pause import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
-from ..commands.turns import lease_id
+from ..commands.lease import lease_id
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
                                hermes_record_id, import_cause)
 from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key

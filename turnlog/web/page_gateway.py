@@ -22,7 +22,7 @@ def gateway_now(v: Snapshot, params: dict[str, str]) -> Result:
         gateways.append({"name": name, "last_boot": status["last_boot"], "boots": boots})
     status = t.status(names[0] if names else "main")
     depths = log_queries.queue_depths(t)
-    data = {"gateways": gateways, "active_turns": status["active_turns"],
+    data = {"gateways": gateways, "active_turns": status["active_turns"], "expired_leases": status["expired_leases"],
             "owed_replies": status["pending_deliveries"], "queue_depths": depths,
             "resume_pending": status["resume_pending"], "suspended": status["suspended"],
             "head": log_queries.head(t)}
@@ -56,6 +56,9 @@ def _body(d: dict[str, Any]) -> Markup:
     parts += [tag("h2", "Active turns"),
               table(d["active_turns"], ["session_id", "owner", "owner_key", "epoch", "acquired_at", "expires_at"],
                     cells=sl, empty="no turn is running"),
+              tag("h2", "Expired leases (their holders stopped renewing)"),
+              table(d["expired_leases"], ["session_id", "owner", "owner_key", "epoch", "acquired_at", "expires_at"],
+                    cells=sl, empty="none"),
               tag("h2", "Owed replies"),
               table(d["owed_replies"], ["delivery_id", "session_id", "seq", "platform", "chat_id", "state",
                                         "attempts", "owner"], cells=sl, empty="nothing owed"),

@@ -1,4 +1,4 @@
-"""Turn commands: the cross-process turn lease and fenced transcript writes (docs/behaviour.md §5, §10).
+"""The cross-process turn lease and the transcript writes fenced by it (docs/behaviour.md §5, §10).
 
 A token is handed to the holder; every write under it is saved with a renewal of the lease (a
 turn's first message with the acquisition itself, which reserves its seq), so a write under a
@@ -51,7 +51,7 @@ class MessageRecord:
     position: int
 
 
-class TurnCommands:
+class LeaseCommands:
     def __init__(self, ctx: CommandContext, owner: str) -> None:
         self.ctx = ctx
         self.owner = owner
@@ -67,12 +67,13 @@ class TurnCommands:
     def acquire(self, session_id: str, owner_key: str, *, generation: int = 0, timeout: float | None = None,
                 turn_id: str | None = None, actor: str | None = None, cause: str = "turn",
                 before_save: Callable[[TurnLease, LeaseToken], Iterable[Any]] | None = None,
-                reserve_seq: bool = False) -> LeaseToken:
+                reserve_seq: bool = False, stop: threading.Event | None = None) -> LeaseToken:
         """Wait up to `timeout` seconds (default: the configured lease timeout) for the lease.
 
         `before_save(lease, token)` may add events of other aggregates or streams to the same
         transaction (returning them), so that what starts the turn is atomic with owning it;
         with `reserve_seq` the acquisition reserves `lease.last_seq` for its first message.
+        `stop`: once set, the wait is given up (LeaseTimeout) at the next poll.
         """
         if not session_id or not isinstance(session_id, str):
             raise InvalidRequest("acquire needs a session_id")
@@ -99,7 +100,12 @@ class TurnCommands:
                     raise LeaseTimeout(
                         f"turn lease of session {session_id} not obtained within {timeout:g}s: {held}"
                     ) from None
-                time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+                wait = min(pause, max(deadline - time.monotonic(), 0.0))
+                if stop is None:
+                    time.sleep(wait)
+                elif stop.wait(wait):
+                    raise LeaseTimeout(f"the wait for the turn lease of session {session_id} was given up: {held}"
+                                       ) from None
                 pause = min(pause * 2, POLL_MAX_S)
 
     def acquiring(self, session_id: str, owner_key: str, *, generation: int = 0, turn_id: str | None = None,
@@ -123,7 +129,8 @@ class TurnCommands:
         assert lease.expires_at is not None  # just acquired
         return lease, LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
 
-    def _lease_for(self, token: LeaseToken) -> TurnLease:
+    def held(self, token: LeaseToken) -> TurnLease:
+        """The token's lease as held (cached, else read from the log); StaleLease once it moved on."""
         with self._lock:
             lease = self._held.get((token.session_id, token.epoch))
         if lease is None:
@@ -136,7 +143,8 @@ class TurnCommands:
         with self._lock:
             self._held[(token.session_id, token.epoch)] = lease
 
-    def _forget(self, token: LeaseToken) -> None:
+    def forget(self, token: LeaseToken) -> None:
+        """Stop keeping the token: its turn ended, or its lease moved on (rotation)."""
         self._stop_keeping(token)
         with self._lock:
             self._held.pop((token.session_id, token.epoch), None)
@@ -164,7 +172,7 @@ class TurnCommands:
 
     def _fenced_save(self, token: LeaseToken, items: tuple[Any, ...], last_seq: int | None, actor: str | None,
                      cause: str) -> int:
-        lease = self._lease_for(token)
+        lease = self.held(token)
         now = self.ctx.clock.now()
         lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s,
                     last_seq=lease.last_seq if last_seq is None else last_seq, at=now, actor=actor or self.owner,
@@ -172,7 +180,7 @@ class TurnCommands:
         try:
             return self.ctx.save(lease, *items)
         except IntegrityError:
-            self._forget(token)
+            self.forget(token)
             raise StaleLease(
                 f"lease epoch {token.epoch} of session {token.session_id} was taken over, revoked or moved;"
                 " the write was refused"
@@ -201,14 +209,14 @@ class TurnCommands:
                 return False
             if not lease.release(epoch=token.epoch, outcome=outcome, at=self.ctx.clock.now(),
                                  actor=actor or self.owner, cause=cause):
-                self._forget(token)
+                self.forget(token)
                 return False
             try:
                 self.ctx.save(lease, *(also() if also is not None else ()))
-                self._forget(token)
+                self.forget(token)
                 return True
             except IntegrityError:
-                self._forget(token)
+                self.forget(token)
         return False
 
     def _cached_or_loaded(self, token: LeaseToken) -> TurnLease | None:
@@ -250,7 +258,7 @@ class TurnCommands:
         )
 
     def next_seq(self, token: LeaseToken) -> int:
-        return self._lease_for(token).last_seq + 1
+        return self.held(token).last_seq + 1
 
     def append(self, token: LeaseToken, role: str, content: str, *, also: Iterable[Any] = (),
                cause: str = "turn", actor: str | None = None, **fields: Any) -> MessageRecord:

@@ -1,0 +1,115 @@
+"""Closing a Turnlog while one of its turns runs: close waits for the turn as long as it is told,
+then cancels it. The cancelled turn gets TurnlogClosed, never a store error, and its lease and
+item are released at once, so the key is not wedged until the lease's TTL."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog, TurnlogClosed
+from turnlog.aio import AsyncTurnlog
+
+ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id="m-1")
+ALICE_AGAIN = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id="m-2")
+WAIT_S = 30.0  # a bound on every wait below, never a pause
+
+
+def engine(db: str, clock: ManualClock, owner: str) -> Turnlog:
+    return Turnlog(db, clock=clock, session_ids=SequentialIds(), owner=owner)
+
+
+class BlockedTurn:
+    """A turn in another thread whose agent blocks until `go` is set."""
+
+    def __init__(self, t: Turnlog) -> None:
+        self.entered, self.go = threading.Event(), threading.Event()
+        self.sent: list[str] = []
+        self.raised: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, args=(t,))
+        self.thread.start()
+        assert self.entered.wait(WAIT_S), "the agent was never asked"
+
+    def _agent(self, history, item) -> str:
+        self.entered.set()
+        assert self.go.wait(WAIT_S)
+        return f"re: {item.text}"
+
+    def _run(self, t: Turnlog) -> None:
+        try:
+            t.handle_message(ALICE, "hello", self._agent, self.sent.append)
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            self.raised.append(e)
+
+    def finish(self) -> None:
+        self.go.set()
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive()
+
+
+def test_close_cancels_a_turn_that_outlasts_its_wait_and_releases_its_lease(db):
+    clock = ManualClock()
+    t = engine(db, clock, "gateway-a")
+    turn = BlockedTurn(t)
+
+    t.close(wait_s=0)
+    turn.finish()
+
+    [error] = turn.raised
+    assert isinstance(error, TurnlogClosed) and "closed while the turn ran" in str(error)
+    assert turn.sent == []
+    with engine(db, clock, "gateway-b") as after:
+        session_id = after.sessions()[0]["session_id"]
+        assert after.lease_holder(session_id) is None  # released now, not at the TTL
+        assert after.queue(ALICE) == []  # its item was failed, not left started
+        [outcome] = after.handle_message(ALICE_AGAIN, "again", lambda h, item: f"re: {item.text}",
+                                         turn.sent.append, timeout=0)
+        assert outcome.session_id == session_id and turn.sent == ["re: again"]
+
+
+def test_close_waits_for_a_running_turn_to_end(db):
+    clock = ManualClock()
+    t = engine(db, clock, "gateway-a")
+    turn = BlockedTurn(t)
+
+    closer = threading.Thread(target=t.close, kwargs={"wait_s": WAIT_S})
+    closer.start()
+    closer.join(0.5)
+    assert closer.is_alive(), "close returned while a turn was running"
+    turn.finish()
+    closer.join(WAIT_S)
+
+    assert not closer.is_alive() and turn.raised == [] and turn.sent == ["re: hello"]
+    with engine(db, clock, "gateway-b") as after:
+        assert after.lease_holder(after.sessions()[0]["session_id"]) is None
+        assert after.queue(ALICE) == []
+
+
+def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
+    clock = ManualClock()
+    t = engine(db, clock, "gateway-a")
+    entered = threading.Event()
+
+    async def agent(history, item):
+        entered.set()
+        await asyncio.Event().wait()  # never set: only the cancellation ends it
+
+    async def send(text):
+        raise AssertionError("nothing is sent")
+
+    async def main() -> BaseException:
+        at = AsyncTurnlog(t)
+        call = asyncio.create_task(at.handle_message(ALICE, "hello", agent, send))
+        assert await asyncio.to_thread(entered.wait, WAIT_S)
+        await asyncio.to_thread(t.close, wait_s=0)
+        try:
+            await asyncio.wait_for(call, WAIT_S)
+        except BaseException as e:  # noqa: BLE001 - the test reads it
+            return e
+        raise AssertionError("the turn was not cancelled")
+    error = asyncio.run(main())
+
+    assert isinstance(error, TurnlogClosed), repr(error)
+    with engine(db, clock, "gateway-b") as after:
+        assert after.lease_holder(after.sessions()[0]["session_id"]) is None
+        assert after.queue(ALICE) == []

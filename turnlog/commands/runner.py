@@ -1,0 +1,307 @@
+"""Running a key's queue: its pending items, oldest first, each as one turn (turn.py).
+
+`handle_message` is what a gateway loop does with a message: accept it (inbound.py), then run the
+key's turns until its queue is empty. Accepting and routing commit together: the message is
+durable before any other work. When the key is idle its turn starts in that same transaction (one
+commit less); otherwise the turn waits for the session's lease, and the item it answers is chosen
+only once the lease is ours, since another worker may have taken the head meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Sequence
+from uuid import UUID
+
+from ..domain.dedup import DuplicateInbound
+from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxItem, inbox_id
+from ..domain.keys import RoutingKey
+from ..domain.lease import LeaseHeld, TurnLease
+from ..domain.reply import completed_tool_calls, cut_off_tool_calls
+from ..domain.source import SessionSource
+from ..domain.transcript import MessageAppended
+from .context import CommandContext
+from .delivery import Sender
+from .inbound import InboundCommands, Tries
+from .lease import LeaseCommands, LeaseToken
+from .routing import RouteResult, RoutingCommands
+from .tool_answers import answers_before_turn
+from .turn import NothingToStart, Responder, Start, Starting, Turn, TurnOutcome, TurnParts
+
+
+class TurnRunner:
+    def __init__(self, inbound: InboundCommands, routing: RoutingCommands, parts: TurnParts) -> None:
+        self.inbound = inbound
+        self.routing = routing
+        self.parts = parts
+
+    @property
+    def ctx(self) -> CommandContext:
+        return self.parts.ctx
+
+    @property
+    def leases(self) -> LeaseCommands:
+        return self.parts.leases
+
+    def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
+                       kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
+        """Accept a message and run turns until the key's queue is empty."""
+        rk = self.routing.routing_key(source)
+        actor, cause = self.inbound.who(source, kind)
+        batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
+        turn = self._turn(rk)
+        arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=not batched)
+        try:
+            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=arrival, rk=rk)
+        except DuplicateInbound as duplicate:
+            turn.drop()
+            self.inbound.refuse(rk, kind, duplicate, actor, cause)
+            return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
+        except BaseException:
+            turn.drop()
+            raise
+        if arrival.starting is None:
+            turn.drop()
+        if batched:
+            return []  # it waits for the rest of its burst: run_due_batches runs it (batching.py)
+        outcomes = []
+        if arrival.starting is not None:
+            turn.begun(arrival.starting, created_session=routed.created, reason=routed.reason)
+            outcome: TurnOutcome | None = turn.respond(responder, sender)
+        else:
+            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed, rk=rk)
+        while outcome is not None:
+            outcomes.append(outcome)
+            # The queue as this process last wrote it (the turn's own finish): a message another
+            # process accepted meanwhile is run by that process's own handle_message.
+            outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True, rk=rk)
+        return outcomes
+
+    def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
+                 timeout: float | None = None, routed: RouteResult | None = None,
+                 cached: bool = False, rk: RoutingKey | None = None) -> TurnOutcome | None:
+        """Run the oldest pending item of the source's key as one turn; None when nothing waits."""
+        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached, rk=rk)
+        return turn.respond(responder, sender) if turn is not None else None
+
+    def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
+                   routed: RouteResult | None = None, cached: bool = False,
+                   rk: RoutingKey | None = None, stop: threading.Event | None = None) -> Turn | None:
+        """Begin the turn of the key's oldest pending item: route it, take the lease, start the item
+        and append its user message (one transaction); None when nothing waits. The asyncio API
+        runs the agent after it.
+
+        `routed` is this key's routing decision when the caller has just made it; `cached`: the
+        queue as this process last saw it will do (handle_message after its own turn); `rk`: the
+        source's routing key, when the caller has it. `stop`: the caller went away; once it is set,
+        nothing more is started (the item stays pending for the next run) and a wait for the
+        lease is given up (LeaseTimeout)."""
+        rk = rk or self.routing.routing_key(source)
+        # Just routed here: this process saved the inbox with the accept, so its cached copy is
+        # current unless another writer moved it, which the start's save then refuses (a retry reads afresh).
+        inbox = self.inbound.inbox(rk, fresh=routed is None and not cached)
+        pending = inbox.pending() if inbox is not None else []
+        if not pending:
+            return None
+        turn = self._turn(rk, stop)
+        try:
+            begun = self._begin_head(turn, source, rk, pending[0], routed, generation, timeout)
+        except BaseException:
+            turn.drop()
+            raise
+        if begun is None:
+            turn.drop()
+        return begun
+
+    def _begin_head(self, turn: Turn, source: SessionSource, rk: RoutingKey, head: InboxItem,
+                    routed: RouteResult | None, generation: int, timeout: float | None) -> Turn | None:
+        cause = f"inbound:{head.item_id}"
+        if routed is None:
+            head_source = SessionSource.from_dict(head.source) if head.source else source
+            actor, _ = self.inbound.who(head_source, head.kind)
+            with_route = _StartWithRoute(self, turn, rk, source, cause, generation)
+            try:
+                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause, also=with_route)
+            except LeaseHeld:  # nothing was saved: route on its own, then wait for the lease
+                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause)
+            except NothingToStart:
+                return None
+            else:
+                assert with_route.starting is not None  # the saved try made it
+                return turn.begun(with_route.starting, created_session=routed.created, reason=routed.reason)
+        try:
+            return turn.begin(routed.session_id, partial(self.start_oldest, rk, source, routed.session_id, turn.stop),
+                              cause=cause, generation=generation, timeout=timeout,
+                              created_session=routed.created, reason=routed.reason)
+        except NothingToStart:
+            return None
+
+    def start_oldest(self, rk: RoutingKey, source: SessionSource, session_id: str, stop: threading.Event | None,
+                     lease: TurnLease, token: LeaseToken) -> Start:
+        """Start the key's oldest pending item under the pending lease, as the inbox is now."""
+        if stop is not None and stop.is_set():
+            raise NothingToStart  # checked under the lease: no caller will run what this starts
+        inbox = self.inbound.inbox(rk, fresh=False)
+        waiting = inbox.pending() if inbox is not None else []
+        if not waiting:
+            raise NothingToStart  # another worker took the last pending item while this one waited
+        assert inbox is not None  # it has items waiting
+        return self.start_item(lease, token, inbox, waiting[0], source, session_id)
+
+    def start_item(self, lease: TurnLease, token: LeaseToken, inbox: Inbox, item: InboxItem,
+                   source: SessionSource, session_id: str) -> Start:
+        """Start `item` under the pending lease, whose acquisition reserved the user message's seq:
+        the inbox marks it started, the message is built at that seq (after the answers of tool
+        calls the last turn left cut off, which move the reservation past them)."""
+        actor, _ = self.inbound.who(item.source or source, item.kind)
+        cause = f"inbound:{item.item_id}"
+        inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,
+                    cause=cause)
+        answers = answers_before_turn(self.leases, lease, token, cause=cause)
+        message = self.leases.message_event(token, lease.last_seq, "user", item.text, actor=actor, cause=cause,
+                                            platform_message_id=item.message_ids[-1])
+        return Start(item, message, inbox, cause, tuple(answers))
+
+    def start_at_once(self, turn: Turn, inbox: Inbox, item_id: str, session_id: str,
+                      source: SessionSource, new_session: bool) -> Starting | None:
+        """When the key is idle (this message alone waits, no turn in flight, the lease free), its
+        turn starts in the accept's own transaction. The start is recorded on a copy of the inbox,
+        so that it follows the lease's acquisition in the log, as on the two-transaction path.
+        Otherwise None, and the turn starts after the accept commits, as it waits for the lease.
+        Either way the message is durable before the agent sees it; the save validates the cached
+        lease and inbox, so another taker makes it conflict and the step runs again."""
+        pending = inbox.pending()
+        if len(pending) != 1 or pending[0].item_id != item_id or inbox.in_flight():
+            return None
+        start = partial(self.start_item, inbox=inbox.clone(), item=pending[0], source=source, session_id=session_id)
+        try:
+            return turn.starting(session_id, start, cause=f"inbound:{item_id}", new_session=new_session)
+        except LeaseHeld:
+            return None
+
+    def _turn(self, rk: RoutingKey, stop: threading.Event | None = None) -> Turn:
+        return Turn(self.parts, rk.key, inbox_id(rk.route_id), stop=stop)
+
+    def close(self, wait_s: float) -> None:
+        """Wait up to `wait_s` s for the running turns to end, then cancel the rest (TurnlogClosed
+        in them), releasing their leases and failing their items while the store is still open."""
+        for turn in self.parts.running.close(wait_s):
+            turn.close_out()
+
+    # -- the resumed turn of an interrupted session -----------------------------------------
+
+    def resume(self, *, session_id: str, session_key: str, reason: str | None,
+               in_flight: tuple[UUID, InboxItem] | None, responder: Responder, sender: Sender,
+               timeout: float | None = None) -> TurnOutcome | None:
+        """Run the one resumed turn of an interrupted session: a system note instead of empty text.
+
+        None when, by the time the lease is ours, the session no longer waits to be resumed: a turn on
+        it completed meanwhile (an inbound message raced the auto-resume, #45456), the sweep delivered
+        its reply, or it was suspended or ended. Checked under the lease, so it is never resumed twice.
+        """
+        last_turn = _last_turn(self.leases, session_id)
+        cause = f"resume:{reason or 'interrupted'}"
+        turn = Turn(self.parts, session_key, in_flight[0] if in_flight is not None else None)
+        start = partial(self._start_resume, session_id, reason, last_turn, cause, in_flight[1] if in_flight else None)
+        try:
+            turn.begin(session_id, start, cause=cause, timeout=timeout, actor="system:recovery", reason="resumed")
+        except NothingToStart:
+            turn.drop()
+            return None
+        except BaseException:
+            turn.drop()
+            raise
+        return turn.respond(responder, sender)
+
+    def _start_resume(self, session_id: str, reason: str | None, last_turn: list[MessageAppended], cause: str,
+                      item: InboxItem | None, lease: TurnLease, token: LeaseToken) -> Start:
+        session = self.ctx.session(session_id, fresh=True)
+        if session is None or not session.resume_pending or session.suspended or session.ended:
+            raise NothingToStart
+        answers = answers_before_turn(self.leases, lease, token, cause=cause)  # e.g. an imported session's
+        note = resume_note(reason, completed_tool_calls(last_turn), cut_off_tool_calls([*last_turn, *answers]))
+        message = self.leases.message_event(token, lease.last_seq, "system", note, actor="system:recovery",
+                                            cause=cause)
+        if item is None:  # nothing of the inbox was in flight: the note is what the turn answers
+            item = InboxItem("resume", WAKEUP, (note,), (None,), self.ctx.clock.now(), True, session_id,
+                             token.turn_id, None)
+        return Start(item, message, None, cause, tuple(answers))
+
+
+@dataclass
+class _Arrival:
+    """The accept's part of the routing decision's transaction (built afresh for each try), with
+    the turn's start when the key is idle."""
+
+    runner: TurnRunner
+    turn: Turn
+    rk: RoutingKey
+    source: SessionSource
+    text: str
+    kind: str
+    actor: str
+    cause: str
+    start_at_once: bool
+    tries: Tries = field(default_factory=Tries)
+    starting: Starting | None = None
+
+    def __call__(self, session_id: str, new_session: bool) -> list[Any]:
+        inbound = self.runner.inbound
+        inbox, item_id, seen = inbound.accepting(self.rk, self.source, self.text, self.kind, self.actor, self.cause,
+                                                 first_try=self.tries.first())
+        self.starting = None
+        if self.start_at_once:
+            self.starting = self.runner.start_at_once(self.turn, inbox, item_id, session_id, self.source,
+                                                      new_session)
+        return [inbox, *seen, *(self.starting.events() if self.starting is not None else [])]
+
+
+@dataclass
+class _StartWithRoute:
+    """The turn's start in the routing decision's own transaction, when the lease is free."""
+
+    runner: TurnRunner
+    turn: Turn
+    rk: RoutingKey
+    source: SessionSource
+    cause: str
+    generation: int
+    starting: Starting | None = None
+
+    def __call__(self, session_id: str, new_session: bool) -> list[Any]:
+        try:
+            self.starting = self._starting(session_id, new_session, fresh=False)
+        except LeaseHeld:  # as this process last saw it: look at the log before waiting
+            self.starting = self._starting(session_id, new_session, fresh=True)
+        return self.starting.events()
+
+    def _starting(self, session_id: str, new_session: bool, *, fresh: bool) -> Starting:
+        start = partial(self.runner.start_oldest, self.rk, self.source, session_id, self.turn.stop)
+        return self.turn.starting(session_id, start, cause=self.cause, generation=self.generation,
+                                  new_session=new_session, fresh=fresh)
+
+
+RESUME_NOTES = {
+    "restart_timeout": "a gateway restart",
+    "shutdown_timeout": "a gateway shutdown",
+}
+
+
+def resume_note(reason: str | None, completed_tools: Sequence[str] = (), cut_off_tools: Sequence[str] = ()) -> str:
+    cause = RESUME_NOTES.get(reason or "", "a gateway interruption")
+    done = (f" These tool calls completed before the interruption and their results are above:"
+            f" {', '.join(completed_tools)}." if completed_tools else "")
+    # Answered only by the interruption: they may have had effects, so the agent checks before redoing them.
+    cut = (f" These tool calls were cut off and did not run to completion: {', '.join(cut_off_tools)};"
+           " check what they did before running them again." if cut_off_tools else "")
+    return (f"[System note: your previous turn was interrupted by {cause}.{done}{cut} Continue the interrupted task; "
+            "do not re-run tool calls that already completed. If there is nothing to continue, say briefly "
+            "that the session was restored and ask what to do next.]")
+
+
+def _last_turn(leases: LeaseCommands, session_id: str) -> list[MessageAppended]:
+    """The messages of the session's last turn (its newest epoch), oldest first."""
+    tail = leases.transcript(session_id, newest_first=True, limit=100)
+    return list(reversed([m for m in tail if m.epoch == tail[0].epoch])) if tail else []
