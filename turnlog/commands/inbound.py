@@ -21,7 +21,7 @@ from ..domain.keys import RoutingKey
 from ..domain.reply import completed_tool_calls
 from ..domain.source import SessionSource
 from ..domain.transcript import MessageAppended
-from ..errors import InvalidRequest, TurnCancelled, TurnlogError
+from ..errors import InvalidRequest, QueueFull, TurnCancelled
 from .context import CommandContext
 from .dedup import InboundDedup
 from .delivery import DeliveryCommands, Sender
@@ -34,10 +34,6 @@ from .turns import LeaseToken, TurnCommands
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
 # inbound item, returns the reply text, or a rich reply (domain/reply.py: messages, a list, a generator).
 Responder = Callable[[Sequence[MessageAppended], InboxItem], Any]
-
-
-class QueueFull(TurnlogError):
-    """The key already has the maximum number of items waiting."""
 
 
 class _NothingPending(Exception):

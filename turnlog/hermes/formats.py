@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import InvalidRequest, TurnlogError
+from ..errors import HermesHomeError, InvalidRequest
 
 # Message columns a turnlog MessageAppended does not carry; kept beside the transcript when set.
 MESSAGE_EXTRAS = (
@@ -28,10 +28,6 @@ MESSAGE_DEFAULTS = {"observed": 0, "active": 1, "compacted": 0}
 SESSION_DEFAULTS = {"message_count": 0, "tool_call_count": 0, "input_tokens": 0, "output_tokens": 0,
                     "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0, "api_call_count": 0,
                     "expiry_finalized": 0, "compression_fallback_streak": 0, "rewind_count": 0, "archived": 0}
-
-
-class HermesHomeError(TurnlogError):
-    """A Hermes home whose state.db cannot be read (a runtime failure, not a usage error)."""
 
 
 LID_DIRS = ("platforms/whatsapp/session", "whatsapp/session")

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 from eventsourcing.application import Application
 
 from ..collector import cyclic_gc_paused
-from ..errors import ReadOnlyDatabase, StoreError
+from ..errors import ProjectionCorrupt, ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .legacy import LegacyProjection
@@ -82,14 +82,6 @@ def is_corruption(error: BaseException) -> bool:
     name = getattr(error, "sqlite_errorname", "") or ""
     return name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or bool(
         re.search(r"malformed|corrupt|invalid fts5|vtable constructor failed", str(error), re.IGNORECASE))
-
-
-class ProjectionCorrupt(StoreError):
-    """A projection's tables are damaged; rebuilding it from the log repairs it."""
-
-    def __init__(self, name: str, error: BaseException) -> None:
-        super().__init__(f"the {name} read model is damaged ({error})")
-        self.name = name
 
 
 @dataclass
