@@ -132,11 +132,11 @@ class AsyncTurnlog:
         """One turn: its start in a worker thread, the agent on the loop (no thread held while it
         thinks), then its reply written, sent and settled in a worker thread."""
         loop = asyncio.get_running_loop()
-        inbound = self.turnlog.inbound
+        inbound = self.turnlog._inbound
         turn = await self.run(inbound.begin_next, source, timeout=timeout)
         if turn is None:
             return None
-        keeper = self.turnlog.keeper
+        keeper = self.turnlog._keeper
         running = keeper.keep(turn.token)
         try:
             history = await self.run(self.turnlog.turns.transcript, turn.token.session_id)

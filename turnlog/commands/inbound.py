@@ -85,13 +85,13 @@ class StartedTurn:
 
 class InboundCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: TurnCommands,
-                 deliveries: DeliveryCommands) -> None:
+                 deliveries: DeliveryCommands, *, keeper: Keeper | None = None) -> None:
         self.ctx = ctx
         self.routing = routing
         self.turns = turns
         self.deliveries = deliveries
         self.dedup = InboundDedup(ctx)
-        self.keeper: Keeper | None = None  # renews the running turns' leases (set by the API)
+        self.keeper = keeper  # renews the running turns' leases
 
     def inbox(self, rk: RoutingKey, fresh: bool = True) -> Inbox | None:
         return self.ctx.get(inbox_id(rk.route_id), fresh)

@@ -70,7 +70,7 @@ def export_home(t: "Turnlog", out_home: str) -> ExportReport:
             db.execute("BEGIN")
             db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             _write_sessions(t, db, sessions, records, report)
-            now = t.clock.now().timestamp()
+            now = t._clock.now().timestamp()
             for key, entry in routing.items():
                 db.execute("INSERT INTO gateway_routing (scope, session_key, entry_json, updated_at) VALUES (?,?,?,?)",
                            (scope, key, json.dumps(entry), now))
@@ -95,20 +95,20 @@ def export_home(t: "Turnlog", out_home: str) -> ExportReport:
 def _records(t: "Turnlog", sessions: list[dict[str, Any]]) -> dict[str, HermesSessionImported]:
     found: dict[str, HermesSessionImported] = {}
     for s in sessions:
-        for event in t.app.events.get(hermes_record_id(s["session_id"]), limit=1):
+        for event in t._app.events.get(hermes_record_id(s["session_id"]), limit=1):
             found[s["session_id"]] = cast(HermesSessionImported, event)
     return found
 
 
 def _home_records(t: "Turnlog") -> list[HermesHomeImported]:
-    return [cast(HermesHomeImported, t.app.mapper.to_domain_event(n)) for n in _notifications(t, HermesHomeImported.TOPIC)]
+    return [cast(HermesHomeImported, t._app.mapper.to_domain_event(n)) for n in _notifications(t, HermesHomeImported.TOPIC)]
 
 
 def _notifications(t: "Turnlog", topic: str) -> list[Any]:
     found: list[Any] = []
     start = 1
     while True:
-        batch = t.app.recorder.select_notifications(start, 1000, topics=[topic])
+        batch = t._app.recorder.select_notifications(start, 1000, topics=[topic])
         if not batch:
             return found
         found += batch

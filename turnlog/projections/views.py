@@ -3,7 +3,7 @@
 `Views` composes the per-projection readers (routing_views, turns_views, route_history_views,
 timeline_query, search_query) over one runner's connection, each read under the runner's lock.
 Reads never write: nothing here catches the read models up or seals the hash chain. Who does:
-- a writable `Turnlog`'s read methods call `Turnlog.catch_up()` first (read-your-writes), and so
+- a writable `Turnlog`'s read methods call `Turnlog.maintenance.catch_up()` first (read-your-writes), and so
   does recovery (`refresh`, given by the facade) before it looks for candidates;
 - a read-only `Turnlog` never does: its views read as of the read models' positions.
 Transcripts are read from the search projection's table and, past its position, from the log
