@@ -199,11 +199,11 @@ def test_replayed_leases_expire_by_the_wall_clock_not_the_records_time(tmp_path)
     replay = ReplayClock()
     replay.set("2020-01-01T00:00:00+00:00")  # a record from long ago
     with Turnlog(db, clock=replay) as ingesting, Turnlog(db, clock=SystemClock()) as live:
-        token = ingesting.acquire_lease("s1", "key")
+        token = ingesting.turns.acquire_lease("s1", "key")
         assert token.expires_at > SystemClock().now()
         with pytest.raises(LeaseTimeout):  # a live holder keeps it, however old its records are
-            live.acquire_lease("s1", "key", timeout=0)
-        assert ingesting.append_message(token, "user", "still mine").seq == 1
+            live.turns.acquire_lease("s1", "key", timeout=0)
+        assert ingesting.turns.append_message(token, "user", "still mine").seq == 1
 
 
 def test_ingest_from_a_pipe_applies_each_line_as_it_arrives_with_progress_on_stderr(tmp_path):

@@ -187,7 +187,10 @@ def export_routing(ctx: click.Context, output: str, force: bool, out: Output) ->
 @click.pass_context
 def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
     """A session's flags, lease holder and transcript (--nl/--csv: the transcript's messages)."""
-    data = engine(ctx).show(key_or_session)
+    t = engine(ctx)
+    session = t.session(key_or_session)
+    data = {**session, "lease": t.turns.holder(session["session_id"]),
+            "messages": t.transcript(session["session_id"])}
 
     def text() -> None:
         for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):

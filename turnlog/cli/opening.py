@@ -41,7 +41,7 @@ def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) 
     read_only = os.path.exists(path) and not dbfile.writable(path)
     t = Turnlog(db, views=views, read_only=read_only, create=False, **options)
     if read_only:
-        behind = t.projections_behind()
+        behind = t.maintenance.projections_behind()
         if behind:
             click.echo(f"note: {path} is read-only: read models are {behind} events behind the log"
                        " (may be stale)", err=True)
