@@ -1,27 +1,100 @@
-"""turnlog: an event-sourced session engine for multi-platform agent gateways."""
+"""turnlog: an event-sourced session engine for multi-platform agent gateways.
+
+`Turnlog` (or `turnlog.open(...)`) is the engine; its `turns` group holds the lower-level lease,
+transcript and delivery operations and its `maintenance` group the upkeep of the read models and
+the hash chain. The other names are what its methods take and return, and the errors they raise
+(`turnlog.errors` draws their tree). `__all__` is every public name, sorted (a test pins it).
+"""
 
 from .api import DEFAULT_DB, HistoryEntry, Turnlog
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
+from .commands.delivery import Attempt
+from .commands.inbound import Accepted, TurnOutcome
 from .commands.keeper import CancelToken, RunningTurn, current_turn
+from .commands.recovery import BootReport, RecoveryReport, SweepReport
 from .commands.routing import RouteResult
+from .commands.slash import CommandResult
+from .commands.turns import LeaseToken, MessageRecord
 from .config import EngineConfig, TextBatching
 from .domain.context_prompt import build_session_context
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
 from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
-from .domain.source import ChatType, Platform, SessionSource
-from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
-                     StoreError, TurnCancelled, TurnlogError)
-from .errors import SessionOwnedElsewhere
+from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
+from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunning, HermesHomeError, InvalidRequest,
+                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
+                     StaleLease, StoreError, TurnCancelled, TurnlogError)
+from .export import FORMATS as EXPORT_FORMATS, render as render_export
+from .hermes.exporter import ExportReport
+from .hermes.importer import ImportReport
+from .maintenance import Maintenance
+from .storage.chain import ChainBreak, ChainReport
+from .storage.local_file import LocalFile, local_file
+from .timetravel import AsOf
+from .turn_operations import TurnOperations
 
 __all__ = [
-    "DEFAULT_DB", "HistoryEntry", "Turnlog", "Clock", "ManualClock", "SequentialIds", "SystemClock",
-    "RouteResult", "EngineConfig", "TextBatching", "build_session_context", "RoutingKey", "build_session_key",
+    "Accepted",
+    "AmbiguousKey",
+    "AsOf",
+    "Attempt",
+    "BootReport",
+    "build_session_context",
+    "build_session_key",
+    "CancelToken",
+    "ChainBreak",
+    "ChainBroken",
+    "ChainReport",
+    "ChatType",
+    "Clock",
+    "CommandResult",
+    "ConflictError",
+    "CONTROL_CHARACTERS",
+    "current_turn",
+    "DEFAULT_DB",
+    "EngineConfig",
+    "EXPORT_FORMATS",
+    "ExportReport",
+    "GatewayStillRunning",
+    "HermesHomeError",
+    "HistoryEntry",
+    "ImportReport",
+    "InvalidRequest",
     "is_shared_multi_user_session",
-    "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
-    "ConflictError", "GatewayStillRunning", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError",
-    "TurnlogError",
+    "LeaseTimeout",
+    "LeaseToken",
+    "local_file",
+    "LocalFile",
+    "Maintenance",
+    "ManualClock",
+    "MessageRecord",
+    "NotFound",
+    "Platform",
+    "ProjectionCorrupt",
+    "QueueFull",
+    "ReadOnlyDatabase",
+    "RecoveryReport",
+    "render_export",
+    "ReplyMessage",
+    "ResetPolicies",
+    "ResetPolicy",
+    "resolve_routing_key",
+    "RouteResult",
+    "RoutingKey",
+    "RunningTurn",
+    "SequentialIds",
     "SessionOwnedElsewhere",
-    "CancelToken", "RunningTurn", "current_turn", "ReplyMessage", "Usage", "TurnCancelled",
+    "SessionSource",
+    "StaleLease",
+    "StoreError",
+    "SweepReport",
+    "SystemClock",
+    "TextBatching",
+    "TurnCancelled",
+    "Turnlog",
+    "TurnlogError",
+    "TurnOperations",
+    "TurnOutcome",
+    "Usage",
 ]
