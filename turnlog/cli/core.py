@@ -13,9 +13,7 @@ import orjson
 
 from .base import _cell, command, echo_table, engine, visible, write_output
 from .output import Output, limit_option, output_options
-from ..domain.keys import resolve_routing_key
-from ..domain.source import SessionSource
-from ..errors import AmbiguousKey, SessionOwnedElsewhere
+from .. import AmbiguousKey, SessionOwnedElsewhere, SessionSource, resolve_routing_key
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -15,9 +15,7 @@ from typing import Any
 
 import click
 
-from ..api import Turnlog
-from ..storage import dbfile
-from ..storage.store import parse_location
+from .. import Turnlog, local_file
 
 
 def writes(ctx: click.Context) -> bool:
@@ -32,13 +30,13 @@ def writes(ctx: click.Context) -> bool:
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
     if writes(ctx):
         return Turnlog(db, views=views, **options)
-    location = parse_location(db, views)
-    path = location.env["SQLITE_DBNAME"] if location.kind == "sqlite" else location.views_path
-    if location.kind == "sqlite" and getattr(ctx.command, "empty_when_missing", False) and not os.path.lexists(path):
+    file = local_file(db, views)
+    path = file.path
+    if file.holds_log and getattr(ctx.command, "empty_when_missing", False) and not os.path.lexists(path):
         scratch = tempfile.TemporaryDirectory(prefix="turnlog-dry-run-")
         ctx.call_on_close(scratch.cleanup)
         return Turnlog(os.path.join(scratch.name, "empty.db"), **options)
-    read_only = os.path.exists(path) and not dbfile.writable(path)
+    read_only = os.path.exists(path) and not file.writable()
     t = Turnlog(db, views=views, read_only=read_only, create=False, **options)
     if read_only:
         behind = t.maintenance.projections_behind()
