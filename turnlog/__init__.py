@@ -29,6 +29,9 @@ from .export import FORMATS as EXPORT_FORMATS, render as render_export
 from .hermes.exporter import ExportReport
 from .hermes.importer import ImportReport
 from .maintenance import Maintenance
+from .projections.base import TypedRow
+from .projections.routing_views import RouteRow, SessionRow
+from .projections.turns_views import LedgerEntry, QueueItemRow
 from .storage.chain import ChainBreak, ChainReport
 from .storage.local_file import LocalFile, local_file
 from .timetravel import AsOf
@@ -64,6 +67,7 @@ __all__ = [
     "is_shared_multi_user_session",
     "LeaseTimeout",
     "LeaseToken",
+    "LedgerEntry",
     "local_file",
     "LocalFile",
     "Maintenance",
@@ -73,6 +77,7 @@ __all__ = [
     "Platform",
     "ProjectionCorrupt",
     "QueueFull",
+    "QueueItemRow",
     "ReadOnlyDatabase",
     "RecoveryReport",
     "render_export",
@@ -81,10 +86,12 @@ __all__ = [
     "ResetPolicy",
     "resolve_routing_key",
     "RouteResult",
+    "RouteRow",
     "RoutingKey",
     "RunningTurn",
     "SequentialIds",
     "SessionOwnedElsewhere",
+    "SessionRow",
     "SessionSource",
     "StaleLease",
     "StoreError",
@@ -96,5 +103,6 @@ __all__ = [
     "TurnlogError",
     "TurnOperations",
     "TurnOutcome",
+    "TypedRow",
     "Usage",
 ]

@@ -48,6 +48,8 @@ from .storage.chain import ChainBreak, ChainReport, ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
+from .projections.routing_views import RouteRow, SessionRow
+from .projections.turns_views import LedgerEntry, QueueItemRow
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .projections.views import Views
@@ -222,19 +224,15 @@ class Turnlog:
         """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""
         return self._slash.handle(source, text)
 
-    def queue(self, key: str | SessionSource) -> list[dict[str, Any]]:
+    def queue(self, key: str | SessionSource) -> list[QueueItemRow]:
         """Items waiting (or running) for a routing key, oldest first."""
         self.maintenance.catch_up()
-        return [r.to_dict() for r in self._views.queue(self._route_ids(key))]
+        return self._views.queue(self._route_ids(key))
 
-    def ledger(self, status: str | None = None) -> list[dict[str, Any]]:
+    def ledger(self, status: str | None = None) -> list[LedgerEntry]:
+        """Every reply owed and how its delivery went (only those in `status`, when given)."""
         self.maintenance.catch_up()
-        out = []
-        for row, content in self._views.ledger(status):
-            d = row.to_dict()
-            del d["recorded_position"]
-            out.append({**d, "content": content})
-        return out
+        return [LedgerEntry.of(row, content) for row, content in self._views.ledger(status)]
 
     # -- gateway lifecycle and crash recovery ---------------------------------------------
 
@@ -329,22 +327,24 @@ class Turnlog:
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
-    def routes(self) -> list[dict[str, Any]]:
+    def routes(self) -> list[RouteRow]:
+        """Every routing key and the session it points at, by key."""
         self.maintenance.catch_up()
-        return [r.to_dict() for r in self._views.routes()]
+        return self._views.routes()
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(self) -> list[SessionRow]:
+        """Every session with its flags, in creation order."""
         self.maintenance.catch_up()
-        return [r.to_dict() for r in self._views.sessions()]
+        return self._views.sessions()
 
-    def session(self, key_or_session: str | SessionSource) -> dict[str, Any]:
+    def session(self, key_or_session: str | SessionSource) -> SessionRow:
         """A session's row: its flags, times and lineage. Given a routing key (a key string, a
         route id or a SessionSource), the key's current session; NotFound when there is none."""
         session_id = self._session_id(key_or_session)  # caught up
         row = self._views.session(session_id)
         if row is None:
             raise NotFound(f"no session {session_id!r}")
-        return row.to_dict()
+        return row
 
     def history(self, key_or_session: str | SessionSource, *, since: str | int | None = None,
                 until: str | int | None = None, types: Iterable[str] | None = None) -> list[HistoryEntry]:
@@ -415,9 +415,9 @@ class Turnlog:
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (spec §3.1)."""
-        sessions = {s["session_id"]: s for s in self.sessions()}  # caught up
+        sessions = {s.session_id: s.to_dict() for s in self.sessions()}  # caught up
         out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
-        routes = self.routes()
+        routes = [r.to_dict() for r in self.routes()]
         refuse_colliding_keys(routes)  # sessions.json holds one entry per key string
         for route in routes:
             session = sessions.get(route["session_id"])
@@ -503,7 +503,7 @@ class Turnlog:
     def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:
         _deprecated("Turnlog.show", "Turnlog.session, Turnlog.turns.holder and Turnlog.transcript")
         row = self.session(key_or_session)
-        return {**row, "lease": self.turns.holder(row["session_id"]), "messages": self.transcript(row["session_id"])}
+        return {**row.to_dict(), "lease": self.turns.holder(row.session_id), "messages": self.transcript(row.session_id)}
 
     def catch_up(self, names: Iterable[str] | None = None) -> int:
         _deprecated("Turnlog.catch_up", "Turnlog.maintenance.catch_up")

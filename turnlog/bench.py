@@ -84,7 +84,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     restart_t0 = time.perf_counter()
     t = Turnlog(db, owner="bench-restart")
     listed = t.sessions()
-    loaded = sum(len(t.transcript(s["session_id"])) for s in listed)
+    loaded = sum(len(t.transcript(s.session_id)) for s in listed)
     restart_s = time.perf_counter() - restart_t0
 
     search = run_search_mix(t, seed=seed)

@@ -239,7 +239,7 @@ def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport)
 
 def _still_waiting(t: Turnlog, record: Record) -> bool:
     """Whether a repeated message's first sighting is still waiting to run (a killed run left it)."""
-    return any(row["state"] == "pending" and record.source.message_id in row["message_ids"]
+    return any(row.state == "pending" and record.source.message_id in row.message_ids
                for row in t.queue(record.source))
 
 

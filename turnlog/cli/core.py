@@ -90,7 +90,7 @@ def route(ctx: click.Context, force_new: bool, out: Output, **options: Any) -> N
 @click.pass_context
 def sessions(ctx: click.Context, out: Output, limit: int | None) -> None:
     """List every session with its flags."""
-    rows = engine(ctx).sessions()[:limit]
+    rows = [s.to_dict() for s in engine(ctx).sessions()[:limit]]
 
     def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
@@ -187,8 +187,8 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
     """A session's flags, lease holder and transcript (--nl/--csv: the transcript's messages)."""
     t = engine(ctx)
     session = t.session(key_or_session)
-    data = {**session, "lease": t.turns.holder(session["session_id"]),
-            "messages": t.transcript(session["session_id"])}
+    data = {**session.to_dict(), "lease": t.turns.holder(session.session_id),
+            "messages": t.transcript(session.session_id)}
 
     def text() -> None:
         for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
@@ -210,7 +210,7 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
 @click.pass_context
 def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | None) -> None:
     """The delivery ledger: every reply owed, its state and attempts."""
-    rows = engine(ctx).ledger(status)[:limit]
+    rows = [e.to_dict() for e in engine(ctx).ledger(status)[:limit]]
 
     def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
@@ -224,7 +224,7 @@ def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | Non
 @click.pass_context
 def queue(ctx: click.Context, key: str, out: Output) -> None:
     """Inbound items waiting (or running) for a routing KEY (a key string or a route id), oldest first."""
-    rows = engine(ctx).queue(key)
+    rows = [item.to_dict() for item in engine(ctx).queue(key)]
     if not out.is_table:
         out.rows(rows, [])
         return

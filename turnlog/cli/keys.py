@@ -16,8 +16,8 @@ def key_filter(t: Turnlog, value: str | None) -> str | None:
     if value is None:
         return None
     routes = t.routes()
-    key = next((r["session_key"] for r in routes if r["route_id"] == value), value)
-    ids = sorted(str(r["route_id"]) for r in routes if r["session_key"] == key)
+    key = next((r.session_key for r in routes if r.route_id == value), value)
+    ids = sorted(r.route_id for r in routes if r.session_key == key)
     if len(ids) > 1:
         click.echo(f"note: routing key {visible(key)!r} names {len(ids)} routes ({', '.join(ids)});"
                    " this filter shows them all", err=True)

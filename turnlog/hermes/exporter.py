@@ -54,7 +54,7 @@ def export_home(t: "Turnlog", out_home: str) -> ExportReport:
     if home.exists() and not home.is_dir():
         raise InvalidRequest(f"{home}: not a directory")
     report = ExportReport(home=str(home.resolve()))
-    sessions = t.sessions()
+    sessions = [s.to_dict() for s in t.sessions()]
     records = _records(t, sessions)
     homes = _home_records(t)
     routing = _routing(t, records, report)
