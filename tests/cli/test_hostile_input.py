@@ -72,7 +72,7 @@ def good_db(tmp_path_factory) -> tuple[Path, str]:
     path = tmp_path_factory.mktemp("good") / "good.db"
     with Turnlog(str(path)) as t:
         t.handle_message(ALICE, "hello", agent, lambda text: None)
-        sid = t.sessions()[0]["session_id"]
+        sid = t.sessions()[0].session_id
     assert sorted(p.name for p in path.parent.iterdir()) == ["good.db"]
     return path, sid
 
@@ -285,7 +285,7 @@ def test_read_only_open_writes_nothing_even_where_it_could(tmp_path, good_db):
     shutil.copy(good_db[0], db)
     before = sha(db)
     with Turnlog(str(db), read_only=True) as t:
-        assert [s["session_key"] for s in t.sessions()] == [KEY]
+        assert [s.session_key for s in t.sessions()] == [KEY]
         assert t.maintenance.catch_up() == 0 and t.maintenance.seal() == 0
         with pytest.raises(StoreError, match="read-only"):
             t.get_or_create_session(SessionSource(platform="slack", chat_id="C1", user_id="U1", scope_id="T1"))
@@ -305,7 +305,7 @@ def test_read_only_open_reads_a_live_database_as_a_writer_writes_it(tmp_path):
                                   lambda text: None)
             writer.maintenance.catch_up()
             assert len(reader.sessions()) == 2  # through the live write-ahead log
-            assert reader.transcript(writer.sessions()[1]["session_id"])[0]["content"] == "yo"
+            assert reader.transcript(writer.sessions()[1].session_id)[0]["content"] == "yo"
 
 
 def test_a_database_from_the_previous_version_is_adopted_and_marked_when_written(tmp_path, good_db):
@@ -318,11 +318,11 @@ def test_a_database_from_the_previous_version_is_adopted_and_marked_when_written
     assert dbfile.identify(str(db)).kind == "legacy"
     before = sha(db)
     with Turnlog(str(db), read_only=True) as t:  # read-only: adopted, not marked
-        assert t.sessions()[0]["session_key"] == KEY
+        assert t.sessions()[0].session_key == KEY
     assert sha(db) == before and dbfile.identify(str(db)).kind == "legacy"
     assert run(db, ["sessions"]).exit_code == 0  # a read command on a writable file may mark it
     with Turnlog(str(db)) as t:
-        assert t.sessions()[0]["session_key"] == KEY
+        assert t.sessions()[0].session_key == KEY
     assert dbfile.identify(str(db)).kind == "turnlog"
 
 
