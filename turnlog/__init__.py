@@ -35,7 +35,7 @@ from .projections.turns_views import LedgerEntry, QueueItemRow
 from .storage.chain import ChainBreak, ChainReport
 from .storage.local_file import LocalFile, local_file
 from .timetravel import AsOf
-from .turn_operations import TurnOperations
+from .turn_operations import LeaseHolder, TurnOperations
 
 __all__ = [
     "Accepted",
@@ -65,6 +65,7 @@ __all__ = [
     "ImportReport",
     "InvalidRequest",
     "is_shared_multi_user_session",
+    "LeaseHolder",
     "LeaseTimeout",
     "LeaseToken",
     "LedgerEntry",

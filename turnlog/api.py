@@ -466,7 +466,7 @@ class Turnlog:
 
     def lease_holder(self, session_id: str) -> dict[str, Any] | None:
         _deprecated("Turnlog.lease_holder", "Turnlog.turns.holder")
-        return self.turns.holder(session_id)
+        return self._leases.holder(session_id)
 
     def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
                        **fields: Any) -> MessageRecord:
@@ -503,7 +503,7 @@ class Turnlog:
     def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:
         _deprecated("Turnlog.show", "Turnlog.session, Turnlog.turns.holder and Turnlog.transcript")
         row = self.session(key_or_session)
-        return {**row.to_dict(), "lease": self.turns.holder(row.session_id), "messages": self.transcript(row.session_id)}
+        return {**row.to_dict(), "lease": self._leases.holder(row.session_id), "messages": self.transcript(row.session_id)}
 
     def catch_up(self, names: Iterable[str] | None = None) -> int:
         _deprecated("Turnlog.catch_up", "Turnlog.maintenance.catch_up")

@@ -19,6 +19,8 @@ stall, revoked by /new or /stop, or moved to a child session by a compression ro
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from .commands.delivery import Attempt, DeliveryCommands, Sender
@@ -27,6 +29,20 @@ from .commands.rotation import RotationCommands
 from .commands.turns import LeaseToken, MessageRecord, TurnCommands
 from .domain.source import SessionSource
 from .domain.transcript import MessageAppended
+from .projections.base import TypedRow
+
+
+@dataclass(frozen=True)
+class LeaseHolder(TypedRow):
+    """Who holds a session's turn lease, as the log says now: `expired` when its holder stopped
+    renewing it (another owner may take it over)."""
+    session_id: str
+    owner: str
+    owner_key: str | None
+    epoch: int
+    turn_id: str | None
+    expires_at: datetime | None
+    expired: bool
 
 
 class TurnOperations:
@@ -54,10 +70,10 @@ class TurnOperations:
         """End the turn with `outcome`; False when the lease had already moved on."""
         return self._leases.release(token, outcome)
 
-    def holder(self, session_id: str) -> dict[str, Any] | None:
-        """Who holds the session's lease (owner, owner_key, epoch, turn_id, expires_at, expired),
-        read from the log; None when it is free."""
-        return self._leases.holder(session_id)
+    def holder(self, session_id: str) -> LeaseHolder | None:
+        """Who holds the session's lease, read from the log; None when it is free."""
+        held = self._leases.holder(session_id)
+        return LeaseHolder(**held) if held is not None else None
 
     # -- the transcript ------------------------------------------------------------------
 

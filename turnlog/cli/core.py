@@ -187,7 +187,8 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
     """A session's flags, lease holder and transcript (--nl/--csv: the transcript's messages)."""
     t = engine(ctx)
     session = t.session(key_or_session)
-    data = {**session.to_dict(), "lease": t.turns.holder(session.session_id),
+    lease = t.turns.holder(session.session_id)
+    data = {**session.to_dict(), "lease": lease.to_dict() if lease is not None else None,
             "messages": t.transcript(session.session_id)}
 
     def text() -> None:
