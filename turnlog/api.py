@@ -136,6 +136,7 @@ class Turnlog:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Stop the background keeper and close the read models and the log (the `with` block does this)."""
         self._keeper.close()
         self._projections.close()
         self._app.close()
@@ -151,6 +152,7 @@ class Turnlog:
     def get_or_create_session(self, source: SessionSource, force_new: bool = False,
                               touch_activity: bool = True, *, actor: str | None = None,
                               cause: str | None = None) -> RouteResult:
+        """The session of the source's routing key, made (or replaced, by the reset policy or force_new) as needed."""
         return self._routing.get_or_create_session(source, force_new=force_new, touch_activity=touch_activity,
                                                   actor=actor, cause=cause)
 
@@ -165,27 +167,35 @@ class Turnlog:
 
     def suspend(self, key_or_session: str | SessionSource, reason: str = "operator", *,
                 actor: str = "api", cause: str = "suspend") -> bool:
+        """Suspend a session (its id, or a routing key for its current one): the next message on its key
+        starts a new one. False when it was already suspended or ended."""
         return self._routing.change_session(self._session_id(key_or_session), "suspend",
                                            actor=actor, cause=cause, reason=reason)
 
     def mark_resume_pending(self, key_or_session: str | SessionSource, reason: str = "restart_timeout", *,
                             actor: str = "api", cause: str = "mark_resume_pending") -> bool:
+        """Mark the session interrupted and waiting to be resumed. False when nothing changed."""
         return self._routing.change_session(self._session_id(key_or_session), "mark_resume_pending",
                                            actor=actor, cause=cause, reason=reason)
 
     def clear_resume_pending(self, key_or_session: str | SessionSource, *, actor: str = "api",
                              cause: str = "clear_resume_pending") -> bool:
+        """Clear the resume_pending marker. False when nothing changed."""
         return self._routing.change_session(self._session_id(key_or_session), "clear_resume_pending",
                                            actor=actor, cause=cause)
 
     # -- transcripts (the lower-level lease and delivery operations: the `turns` group) -----
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's messages in order, as the log holds them (always current)."""
+        """The session's messages in order, as the log holds them (always current): dicts of seq,
+        role, content, tool_calls, tool_call_id, name, token_count, finish_reason,
+        platform_message_id, timestamp, epoch, turn_id, actor and cause (`turns.transcript` gives
+        the events themselves)."""
         return self._views.transcript(session_id)
 
     def usage(self, session_id: str) -> list[dict[str, Any]]:
-        """Model and token usage recorded with the session's messages (rich replies), by seq."""
+        """Model and token usage recorded with the session's messages (rich replies), by seq:
+        dicts of seq, model, turn_id and the usage's counters."""
         return usage_of(self._app, self._leases.transcript(session_id))
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
@@ -206,6 +216,7 @@ class Turnlog:
 
     def handle_message(self, source: SessionSource, text: str, responder: Responder, sender: Sender, *,
                        timeout: float | None = None) -> list[TurnOutcome]:
+        """accept() then run_next() until the key's queue is empty: the whole gateway step for one inbound message."""
         return self._inbound.handle_message(source, text, responder, sender, timeout=timeout)
 
     def run_due_batches(self, responder: Responder, sender: Sender) -> list[TurnOutcome]:
@@ -265,6 +276,7 @@ class Turnlog:
         return self._recovery.sweep(send, platforms=platforms)
 
     def resume_candidates(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Sessions to auto-resume now (session_id, session_key, resume_reason, resume_marked_at); none during a boot storm."""
         return self._recovery.resume_candidates(name or self._gateway_name or "main")
 
     def resume_interrupted(self, responder: Responder, sender: Sender, *,
@@ -302,7 +314,12 @@ class Turnlog:
         return sources
 
     def status(self, name: str = "main") -> dict[str, Any]:
-        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions."""
+        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions.
+
+        A JSON-ready document: gateway, last_boot (None, or boot_id, pid, host, state, started_at,
+        stopped_at, drain_reason, drain_timed_out, recovered, ended_clean), active_turns (LeaseRow
+        fields), pending_deliveries (OwedDelivery fields), resume_pending (session_id, session_key,
+        resume_reason, resume_marked_at) and suspended (session_id, session_key, suspend_reason)."""
         self.maintenance.catch_up()
         gateway = self._recovery.gateway(name)
         boot = gateway.last_boot if gateway is not None else None
@@ -436,6 +453,8 @@ class Turnlog:
         Words are ranked by bm25 with a highlighted snippet; Chinese, Japanese and Korean text is
         found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone
         or dates (midnight UTC). Raises InvalidRequest for a query over 2048 characters.
+        Each hit is a dict of position, session_id, seq, role, session_key, platform, at, snippet,
+        score (None when the text was scanned rather than ranked) and match (words or substring).
         """
         self.maintenance.catch_up(["search"])
         return self._views.search(query, session=session, key=key, platform=platform,
@@ -453,75 +472,92 @@ class Turnlog:
 
     def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
                       *, actor: str | None = None, cause: str = "turn") -> LeaseToken:
+        """Deprecated (goes in the next release): use Turnlog.turns.acquire_lease."""
         _deprecated("Turnlog.acquire_lease", "Turnlog.turns.acquire_lease")
         return self.turns.acquire_lease(session_id, owner_key, generation, timeout, actor=actor, cause=cause)
 
     def release_lease(self, token: LeaseToken, outcome: str = "completed") -> bool:
+        """Deprecated (goes in the next release): use Turnlog.turns.release_lease."""
         _deprecated("Turnlog.release_lease", "Turnlog.turns.release_lease")
         return self.turns.release_lease(token, outcome)
 
     def renew_lease(self, token: LeaseToken) -> None:
+        """Deprecated (goes in the next release): use Turnlog.turns.renew_lease."""
         _deprecated("Turnlog.renew_lease", "Turnlog.turns.renew_lease")
         self.turns.renew_lease(token)
 
     def lease_holder(self, session_id: str) -> dict[str, Any] | None:
+        """Deprecated (goes in the next release): use Turnlog.turns.holder."""
         _deprecated("Turnlog.lease_holder", "Turnlog.turns.holder")
         return self._leases.holder(session_id)
 
     def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
                        **fields: Any) -> MessageRecord:
+        """Deprecated (goes in the next release): use Turnlog.turns.append_message."""
         _deprecated("Turnlog.append_message", "Turnlog.turns.append_message")
         return self.turns.append_message(token, role, content, cause=cause, **fields)
 
     def record_reply(self, token: LeaseToken, content: str, *, reply_to: SessionSource | None = None,
                      internal: bool = False, inbound_message_id: str | None = None,
                      cause: str = "turn", **fields: Any) -> tuple[MessageRecord, _uuid.UUID | None]:
+        """Deprecated (goes in the next release): use Turnlog.turns.record_reply."""
         _deprecated("Turnlog.record_reply", "Turnlog.turns.record_reply")
         return self.turns.record_reply(token, content, reply_to=reply_to, internal=internal,
                                        inbound_message_id=inbound_message_id, cause=cause, **fields)
 
     def attempt_delivery(self, delivery_id: _uuid.UUID) -> Attempt:
+        """Deprecated (goes in the next release): use Turnlog.turns.attempt_delivery."""
         _deprecated("Turnlog.attempt_delivery", "Turnlog.turns.attempt_delivery")
         return self.turns.attempt_delivery(delivery_id)
 
     def settle_delivery(self, delivery_id: _uuid.UUID, error: str | None = None) -> str:
+        """Deprecated (goes in the next release): use Turnlog.turns.settle_delivery."""
         _deprecated("Turnlog.settle_delivery", "Turnlog.turns.settle_delivery")
         return self.turns.settle_delivery(delivery_id, error)
 
     def deliver(self, delivery_id: _uuid.UUID, send: Sender) -> str:
+        """Deprecated (goes in the next release): use Turnlog.turns.deliver."""
         _deprecated("Turnlog.deliver", "Turnlog.turns.deliver")
         return self.turns.deliver(delivery_id, send)
 
     def needs_compression(self, token: LeaseToken, *, prompt_tokens: int, context_length: int) -> bool:
+        """Deprecated (goes in the next release): use Turnlog.turns.needs_compression."""
         _deprecated("Turnlog.needs_compression", "Turnlog.turns.needs_compression")
         return self.turns.needs_compression(token, prompt_tokens=prompt_tokens, context_length=context_length)
 
     def rotate_session(self, token: LeaseToken, source: SessionSource) -> LeaseToken:
+        """Deprecated (goes in the next release): use Turnlog.turns.rotate_session."""
         _deprecated("Turnlog.rotate_session", "Turnlog.turns.rotate_session")
         return self.turns.rotate_session(token, source)
 
     def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:
+        """Deprecated (goes in the next release): use Turnlog.session, Turnlog.turns.holder and Turnlog.transcript."""
         _deprecated("Turnlog.show", "Turnlog.session, Turnlog.turns.holder and Turnlog.transcript")
         row = self.session(key_or_session)
         return {**row.to_dict(), "lease": self._leases.holder(row.session_id), "messages": self.transcript(row.session_id)}
 
     def catch_up(self, names: Iterable[str] | None = None) -> int:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.catch_up."""
         _deprecated("Turnlog.catch_up", "Turnlog.maintenance.catch_up")
         return self.maintenance.catch_up(names)
 
     def seal(self) -> int:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.seal."""
         _deprecated("Turnlog.seal", "Turnlog.maintenance.seal")
         return self.maintenance.seal()
 
     def verify_chain(self) -> list[ChainBreak]:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.verify_chain().breaks."""
         _deprecated("Turnlog.verify_chain", "Turnlog.maintenance.verify_chain().breaks")
         return self.maintenance.verify_chain().breaks
 
     def chain_report(self) -> ChainReport:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.verify_chain."""
         _deprecated("Turnlog.chain_report", "Turnlog.maintenance.verify_chain")
         return self.maintenance.verify_chain()
 
     def rebuild(self, names: Iterable[str] | None = None) -> int:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.rebuild(names)['events']."""
         _deprecated("Turnlog.rebuild", "Turnlog.maintenance.rebuild(names)['events']")
         return int(self.maintenance.rebuild(names)["events"])
 
@@ -529,28 +565,34 @@ class Turnlog:
                             progress: Callable[[int, int], None] | None = None,
                             pause: float = 0.0, batch: int | None = None,
                             workers: int | None = None) -> dict[str, Any]:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.rebuild."""
         _deprecated("Turnlog.rebuild_projections", "Turnlog.maintenance.rebuild")
         return self.maintenance.rebuild(names, progress=progress, pause=pause, batch=batch, workers=workers)
 
     def projections_behind(self) -> int:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.projections_behind."""
         _deprecated("Turnlog.projections_behind", "Turnlog.maintenance.projections_behind")
         return self.maintenance.projections_behind()
 
     def projection_status(self) -> list[dict[str, Any]]:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.projection_status."""
         _deprecated("Turnlog.projection_status", "Turnlog.maintenance.projection_status")
         return self.maintenance.projection_status()
 
     def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.verify."""
         _deprecated("Turnlog.verify", "Turnlog.maintenance.verify")
         return self.maintenance.verify(names)
 
     def doctor(self, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
+        """Deprecated (goes in the next release): use Turnlog.maintenance.doctor."""
         _deprecated("Turnlog.doctor", "Turnlog.maintenance.doctor")
         return self.maintenance.doctor(repair=repair, deep=deep)
 
     # -- resolving what the caller named ---------------------------------------------------
 
     def routing_key(self, source: SessionSource) -> str:
+        """The session key string of a source (the key rule of domain/keys.py)."""
         return self._routing.routing_key(source).key
 
     # Names are resolved through the read models, caught up first (writable opens).
