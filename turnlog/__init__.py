@@ -31,6 +31,7 @@ from .hermes.importer import ImportReport
 from .maintenance import Maintenance
 from .projections.base import TypedRow
 from .projections.routing_views import RouteRow, SessionRow
+from .projections.search_hit import SearchHit
 from .projections.turns_views import LedgerEntry, QueueItemRow
 from .storage.chain import ChainBreak, ChainReport
 from .storage.local_file import LocalFile, local_file
@@ -90,6 +91,7 @@ __all__ = [
     "RouteRow",
     "RoutingKey",
     "RunningTurn",
+    "SearchHit",
     "SequentialIds",
     "SessionOwnedElsewhere",
     "SessionRow",

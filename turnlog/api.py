@@ -50,6 +50,7 @@ from .projections.summaries import summarize
 from .projections.turns import LeasesProjection, LedgerProjection, QueueProjection
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.turns_views import LedgerEntry, QueueItemRow
+from .projections.search_hit import SearchHit
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .projections.views import Views
@@ -447,14 +448,12 @@ class Turnlog:
 
     def search(self, query: str, *, session: str | None = None, key: str | None = None,
                platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
-               limit: int = 20) -> list[dict[str, Any]]:
+               limit: int = 20) -> list[SearchHit]:
         """Full-text search of every transcript (spec §10), best match first.
 
         Words are ranked by bm25 with a highlighted snippet; Chinese, Japanese and Korean text is
         found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone
         or dates (midnight UTC). Raises InvalidRequest for a query over 2048 characters.
-        Each hit is a dict of position, session_id, seq, role, session_key, platform, at, snippet,
-        score (None when the text was scanned rather than ranked) and match (words or substring).
         """
         self.maintenance.catch_up(["search"])
         return self._views.search(query, session=session, key=key, platform=platform,

@@ -34,8 +34,9 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
     Korean text, found by substring. Matches are marked >>>like this<<< in the snippet.
     """
     t = engine(ctx)
-    hits = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
-                              until=until, limit=limit)
+    found = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
+                     until=until, limit=limit)
+    hits = [hit.to_dict() for hit in found]
 
     def prepare(hits: list[dict[str, Any]]) -> None:
         for hit in hits:

@@ -22,6 +22,7 @@ from . import route_history_views, routing_views, search_query, search_views, ti
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
 from .runner import ProjectionRunner
+from .search_hit import SearchHit
 from .turns_views import DeliveryRow, ItemRef, LeaseRow, OwedDelivery, QueueDepth, QueueItemRow
 
 
@@ -197,5 +198,5 @@ class Views:
             except sqlite3.DatabaseError:
                 return None  # damaged: the log holds every message
 
-    def search(self, query: str, **filters: Any) -> list[dict[str, Any]]:
-        return search_query.run(self.runner, query, **filters)
+    def search(self, query: str, **filters: Any) -> list[SearchHit]:
+        return [SearchHit(**hit) for hit in search_query.run(self.runner, query, **filters)]
