@@ -26,13 +26,14 @@ from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunni
                      LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
                      StaleLease, StoreError, TurnCancelled, TurnlogError)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
+from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, SuspendedSession
 from .hermes.exporter import ExportReport
 from .hermes.importer import ImportReport
 from .maintenance import Maintenance
 from .projections.base import TypedRow
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.search_hit import SearchHit
-from .projections.turns_views import LedgerEntry, QueueItemRow
+from .projections.turns_views import LeaseRow, LedgerEntry, OwedDelivery, QueueItemRow
 from .storage.chain import ChainBreak, ChainReport
 from .storage.local_file import LocalFile, local_file
 from .timetravel import AsOf
@@ -44,6 +45,7 @@ __all__ = [
     "AsOf",
     "Attempt",
     "BootReport",
+    "BootSummary",
     "build_session_context",
     "build_session_key",
     "CancelToken",
@@ -60,6 +62,7 @@ __all__ = [
     "EngineConfig",
     "EXPORT_FORMATS",
     "ExportReport",
+    "GatewayStatus",
     "GatewayStillRunning",
     "HermesHomeError",
     "HistoryEntry",
@@ -67,6 +70,7 @@ __all__ = [
     "InvalidRequest",
     "is_shared_multi_user_session",
     "LeaseHolder",
+    "LeaseRow",
     "LeaseTimeout",
     "LeaseToken",
     "LedgerEntry",
@@ -76,6 +80,7 @@ __all__ = [
     "ManualClock",
     "MessageRecord",
     "NotFound",
+    "OwedDelivery",
     "Platform",
     "ProjectionCorrupt",
     "QueueFull",
@@ -87,6 +92,7 @@ __all__ = [
     "ResetPolicies",
     "ResetPolicy",
     "resolve_routing_key",
+    "ResumePendingSession",
     "RouteResult",
     "RouteRow",
     "RoutingKey",
@@ -98,6 +104,7 @@ __all__ = [
     "SessionSource",
     "StaleLease",
     "StoreError",
+    "SuspendedSession",
     "SweepReport",
     "SystemClock",
     "TextBatching",

@@ -29,7 +29,6 @@ from .turn_operations import TurnOperations
 from .storage import dbfile
 from .storage.store import open_application, parse_location
 from .config import EngineConfig
-from .domain.gateway import Gateway
 from .domain.transcript import transcript_id
 from .projections.usage import usage_of
 from .export import export_lineage, export_session
@@ -51,6 +50,7 @@ from .projections.turns import LeasesProjection, LedgerProjection, QueueProjecti
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.turns_views import LedgerEntry, QueueItemRow
 from .projections.search_hit import SearchHit
+from .gateway_status import GatewayStatus, gateway_status
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .projections.views import Views
@@ -314,34 +314,10 @@ class Turnlog:
                 sources.append(SessionSource.from_dict(pending[0].source))
         return sources
 
-    def status(self, name: str = "main") -> dict[str, Any]:
-        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions.
-
-        A JSON-ready document: gateway, last_boot (None, or boot_id, pid, host, state, started_at,
-        stopped_at, drain_reason, drain_timed_out, recovered, ended_clean), active_turns (LeaseRow
-        fields), pending_deliveries (OwedDelivery fields), resume_pending (session_id, session_key,
-        resume_reason, resume_marked_at) and suspended (session_id, session_key, suspend_reason)."""
+    def status(self, name: str = "main") -> GatewayStatus:
+        """Last boot and how it ended, active turns, pending deliveries, resume_pending and suspended sessions."""
         self.maintenance.catch_up()
-        gateway = self._recovery.gateway(name)
-        boot = gateway.last_boot if gateway is not None else None
-        return {
-            "gateway": name,
-            "last_boot": None if boot is None else {
-                **{k: boot[k] for k in ("boot_id", "pid", "host", "state", "drain_reason", "drain_timed_out",
-                                        "recovered")},
-                "started_at": boot["started_at"].isoformat(),
-                "stopped_at": boot["stopped_at"].isoformat() if boot["stopped_at"] else None,
-                # A boot still marked running or draining is either alive or died without a stop; once
-                # recovered it is known to have died, so it did not end clean.
-                "ended_clean": Gateway.ended_clean(boot)
-                if boot["state"] not in ("running", "draining") or boot["recovered"] else None},
-            "active_turns": [r.to_dict() for r in self._views.held_leases()],
-            "pending_deliveries": [r.to_dict() for r in self._views.owed_deliveries()],
-            "resume_pending": [{"session_id": r.session_id, "session_key": r.session_key, "resume_reason": r.reason,
-                                "resume_marked_at": r.marked_at} for r in self._views.resume_pending_any()],
-            "suspended": [{"session_id": r.session_id, "session_key": r.session_key, "suspend_reason": r.reason}
-                          for r in self._views.suspended()],
-        }
+        return gateway_status(name, self._recovery.gateway(name), self._views)
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 

@@ -350,7 +350,7 @@ def recover(ctx: click.Context, name: str, dry_run: bool, out: Output) -> None:
 @click.pass_context
 def status(ctx: click.Context, name: str, out: Output) -> None:
     """Last boot and whether it ended clean, active turns, owed replies, interrupted and suspended sessions."""
-    data = engine(ctx).status(name)
+    data = engine(ctx).status(name).to_dict()
 
     def text() -> None:
         boot = data["last_boot"]
