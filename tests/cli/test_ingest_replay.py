@@ -166,7 +166,7 @@ def test_sigkill_mid_ingest_then_the_same_run_again_duplicates_nothing_and_finis
     assert open_items(db) == []
     with Turnlog(db) as t:
         assert {d.state for d in t.ledger()} == {"delivered"}
-        assert t.status("ingest")["active_turns"] == []
+        assert t.status("ingest").active_turns == []
 
 
 def test_recover_cleans_up_after_a_killed_ingest(tmp_path):
@@ -178,7 +178,7 @@ def test_recover_cleans_up_after_a_killed_ingest(tmp_path):
     assert len(json.loads(result.stdout)["recovered_boots"]) == 1
     with Turnlog(db) as t:
         status = t.status("ingest")
-        assert status["last_boot"]["ended_clean"] is False and status["active_turns"] == []
+        assert status.last_boot.ended_clean is False and status.active_turns == []
         # A reply owed by the killed turn is redelivered by the next sweep (recovery's rule), and
         # an item cut off before its reply is kept for the resumed turn (recovery's rule): its session
         # waits to be resumed, which the next ingest of this gateway does.
