@@ -29,7 +29,7 @@ from .export import FORMATS as EXPORT_FORMATS, render as render_export
 from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, SuspendedSession
 from .hermes.exporter import ExportReport
 from .hermes.importer import ImportReport
-from .maintenance import Maintenance
+from .maintenance import Maintenance, ProjectionPosition
 from .projections.base import TypedRow
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.search_hit import SearchHit
@@ -83,6 +83,7 @@ __all__ = [
     "OwedDelivery",
     "Platform",
     "ProjectionCorrupt",
+    "ProjectionPosition",
     "QueueFull",
     "QueueItemRow",
     "ReadOnlyDatabase",

@@ -50,7 +50,7 @@ from .projections.turns import LeasesProjection, LedgerProjection, QueueProjecti
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.turns_views import LedgerEntry, QueueItemRow
 from .projections.search_hit import SearchHit
-from .gateway_status import GatewayStatus, gateway_status
+from .gateway_status import GatewayStatus, ResumePendingSession, gateway_status
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .projections.views import Views
@@ -276,9 +276,10 @@ class Turnlog:
         require_sender(send, ("target", "text"), "sweep_deliveries")
         return self._recovery.sweep(send, platforms=platforms)
 
-    def resume_candidates(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Sessions to auto-resume now (session_id, session_key, resume_reason, resume_marked_at); none during a boot storm."""
-        return self._recovery.resume_candidates(name or self._gateway_name or "main")
+    def resume_candidates(self, name: str | None = None) -> list[ResumePendingSession]:
+        """Sessions to auto-resume now; none during a boot storm."""
+        candidates = self._recovery.resume_candidates(name or self._gateway_name or "main")
+        return [ResumePendingSession(**row) for row in candidates]
 
     def resume_interrupted(self, responder: Responder, sender: Sender, *,
                            name: str | None = None) -> list[TurnOutcome]:
@@ -286,9 +287,9 @@ class Turnlog:
         require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
         for row in self.resume_candidates(name):  # caught up by recovery
-            in_flight = self._in_flight_item(row["session_id"])
-            outcome = resume_turn(self._inbound, session_id=row["session_id"], session_key=row["session_key"],
-                                  reason=row["resume_reason"], in_flight=in_flight, responder=responder,
+            in_flight = self._in_flight_item(row.session_id)
+            outcome = resume_turn(self._inbound, session_id=row.session_id, session_key=row.session_key,
+                                  reason=row.resume_reason, in_flight=in_flight, responder=responder,
                                   sender=sender)
             if outcome is not None:  # None: answered or settled meanwhile, nothing left to resume
                 outcomes.append(outcome)
@@ -552,7 +553,7 @@ class Turnlog:
     def projection_status(self) -> list[dict[str, Any]]:
         """Deprecated (goes in the next release): use Turnlog.maintenance.projection_status."""
         _deprecated("Turnlog.projection_status", "Turnlog.maintenance.projection_status")
-        return self.maintenance.projection_status()
+        return [p.to_dict() for p in self.maintenance.projection_status()]
 
     def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
         """Deprecated (goes in the next release): use Turnlog.maintenance.verify."""

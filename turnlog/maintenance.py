@@ -9,12 +9,25 @@ are refused (ReadOnlyDatabase) by the runner.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .errors import InvalidRequest, ReadOnlyDatabase
 from .projections import verify as _verify
 from .storage.chain import ChainReport, ChainSealer
+from .projections.base import TypedRow
 from .projections.runner import ProjectionRunner
+
+
+@dataclass(frozen=True)
+class ProjectionPosition(TypedRow):
+    """Where a read model stands: the log `position` it has applied, the log's `head`, how far
+    `behind` it is, and where an unfinished rebuild of it stopped (None: none under way)."""
+    name: str
+    position: int
+    head: int
+    behind: int
+    rebuild_position: int | None
 
 
 class Maintenance:
@@ -71,14 +84,13 @@ class Maintenance:
         return self._runner.run_rebuild(self._names(names), progress=progress, pause=pause, batch=batch,
                                         workers=workers).to_dict()
 
-    def projection_status(self) -> list[dict[str, Any]]:
-        """Each read model's position, the log's head, how far behind it is, and the position of
-        an unfinished rebuild."""
-        return self._runner.status()
+    def projection_status(self) -> list[ProjectionPosition]:
+        """Where each read model stands against the log."""
+        return [ProjectionPosition(**p) for p in self._runner.status()]
 
     def projections_behind(self) -> int:
         """How many log positions the furthest-behind read model lags the log (0: caught up)."""
-        return max((s["behind"] for s in self.projection_status()), default=0)
+        return max((p.behind for p in self.projection_status()), default=0)
 
     def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
         """Rebuild read models from the log into a temporary file and compare them row by row with
