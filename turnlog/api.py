@@ -95,7 +95,7 @@ class Turnlog:
         (`projections_behind()` tells how far behind the log they are). `create`: make the
         database when it is missing (never when read-only). A file that is not a turnlog
         database is refused (StoreError) before anything is written (commands/dbfile.py)."""
-        self.read_only = read_only
+        self._read_only = read_only
         self._location = dbfile.open_location(parse_location(location, views), read_only=read_only,
                                               create_missing=create and not read_only)
         self._config = config or EngineConfig()
@@ -104,10 +104,10 @@ class Turnlog:
         self._ctx = CommandContext(self._app, self._clock, session_ids or hermes_session_id, self._config,
                                    read_only=read_only)
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
+        self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self._routing = RoutingCommands(self._ctx)
-        self._leases = TurnCommands(self._ctx, self.owner)
-        self._deliveries = DeliveryCommands(self._ctx, self.owner)
+        self._leases = TurnCommands(self._ctx, self._owner)
+        self._deliveries = DeliveryCommands(self._ctx, self._owner)
         # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
         self._keeper = Keeper(self._ctx, self._leases)
         self._inbound = InboundCommands(self._ctx, self._routing, self._leases, self._deliveries,
@@ -133,6 +133,18 @@ class Turnlog:
                                           keeper=self._keeper)
         self._forks = ForkCommands(self._ctx)
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation)
+
+    @property
+    def owner(self) -> str:
+        """Who this Turnlog is in leases, delivery attempts and boots (the `owner` it was opened
+        with, or host:pid:random): unique per open, readable in audits."""
+        return self._owner
+
+    @property
+    def read_only(self) -> bool:
+        """Whether it was opened read-only: it writes nothing, and reads the read models as of
+        their positions (`maintenance.projections_behind()` says how far behind the log)."""
+        return self._read_only
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """What a Turnlog offers is a short, pinned list: the methods a gateway or an operator calls, two
-groups (`turns`, `maintenance`) for the lower-level operations, and the names kept one release
-for old callers. Its collaborators are private; every public method says what it does."""
+groups (`turns`, `maintenance`) for the lower-level operations, two read-only properties, and the
+names kept one release for old callers. Its collaborators are private; every public method and
+property says what it does."""
 
 from __future__ import annotations
 
 import inspect
+import types
 
 import pytest
 
@@ -27,7 +29,7 @@ METHODS = {
     "close", "export_hermes", "import_hermes",
 }
 GROUPS = {"turns": TurnOperations, "maintenance": Maintenance}
-VALUES = {"owner", "read_only"}  # plain values, not collaborators
+PROPERTIES = {"owner", "read_only"}  # what it was opened as, read-only
 
 # Deprecated names (one release): a DeprecationWarning, then the same behaviour as before.
 DEPRECATED_METHODS = {
@@ -47,20 +49,21 @@ def _public(cls: type) -> set[str]:
 
 
 def test_the_class_offers_exactly_the_pinned_methods() -> None:
-    assert _public(Turnlog) == METHODS | DEPRECATED_METHODS
+    assert _public(Turnlog) == METHODS | PROPERTIES | DEPRECATED_METHODS
+    assert all(isinstance(vars(Turnlog)[name], property) for name in PROPERTIES)
 
 
-def test_an_open_turnlog_exposes_only_its_groups_and_values(tmp_path) -> None:
+def test_an_open_turnlog_holds_no_public_attribute_but_its_groups(tmp_path) -> None:
     with Turnlog(str(tmp_path / "t.db")) as t:
         attributes = {name for name in vars(t) if not name.startswith("_")}
-        assert attributes == set(GROUPS) | VALUES
+        assert attributes == set(GROUPS)
         for name, cls in GROUPS.items():
             assert type(getattr(t, name)) is cls
 
 
 @pytest.mark.parametrize("cls", [Turnlog, TurnOperations, Maintenance], ids=lambda c: c.__name__)
 def test_every_public_method_is_documented(cls: type) -> None:
-    undocumented = [name for name in _public(cls) if inspect.isfunction(vars(cls)[name])
+    undocumented = [name for name in _public(cls) if isinstance(vars(cls)[name], (property, types.FunctionType))
                     and not inspect.getdoc(vars(cls)[name])]
     assert not undocumented, f"{cls.__name__}: {sorted(undocumented)}"
 
