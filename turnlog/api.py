@@ -79,6 +79,19 @@ class HistoryEntry:
         return dict(self.__dict__)
 
 
+class _Moved:
+    """An attribute of Turnlog that was public before: reading it warns, then gives `_<name>`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        _deprecated(f"Turnlog.{self.name}", "a public method (it is private now)")
+        return getattr(obj, f"_{self.name}")
+
+
 class Turnlog:
     """One gateway's session engine on one event log.
 
@@ -450,13 +463,26 @@ class Turnlog:
 
     # -- deprecated names, kept for one release --------------------------------------------
 
-    def __getattr__(self, name: str) -> Any:
-        # The collaborators were public attributes before: reaching them warns, then works.
-        private = _PRIVATE_NOW.get(name)
-        if private is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        _deprecated(f"Turnlog.{name}", "a public method (it is private now)")
-        return getattr(self, private)
+    # The collaborators were public attributes before: reading one warns, then gives it. Named
+    # one by one, so that a type checker still refuses a misspelt attribute.
+    app = _Moved()
+    batches = _Moved()
+    chain = _Moved()
+    clock = _Moved()
+    config = _Moved()
+    ctx = _Moved()
+    deliveries = _Moved()
+    forks = _Moved()
+    gateway_name = _Moved()
+    inbound = _Moved()
+    keeper = _Moved()
+    location = _Moved()
+    projections = _Moved()
+    recovery = _Moved()
+    rotation = _Moved()
+    routing = _Moved()
+    slash = _Moved()
+    views = _Moved()
 
     def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
                       *, actor: str | None = None, cause: str = "turn") -> LeaseToken:
@@ -622,12 +648,6 @@ class Turnlog:
         if session_id is None:
             raise NotFound(f"routing key {key_or_session!r} has no current session")
         return session_id
-
-
-# The attributes that were public before (one release): old name -> the private one.
-_PRIVATE_NOW = {name: f"_{name}" for name in (
-    "app", "batches", "chain", "clock", "config", "ctx", "deliveries", "forks", "gateway_name", "inbound",
-    "keeper", "location", "projections", "recovery", "rotation", "routing", "slash", "views")}
 
 
 def _deprecated(old: str, new: str) -> None:

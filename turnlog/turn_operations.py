@@ -19,9 +19,10 @@ stall, revoked by /new or /stop, or moved to a child session by a compression ro
 from __future__ import annotations
 
 import uuid
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.obligation import reply_obligation
@@ -52,6 +53,16 @@ class TurnOperations:
         self._leases = leases
         self._deliveries = deliveries
         self._rotation = rotation
+
+    if not TYPE_CHECKING:  # a type checker refuses the old names instead of accepting any name
+        def __getattr__(self, name: str) -> Any:
+            # `t.turns` was the lease commands themselves before: their other names warn, then work.
+            if name.startswith("_"):
+                raise AttributeError(name)
+            found = getattr(self._leases, name)
+            warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use the methods"
+                          " of Turnlog.turns", DeprecationWarning, stacklevel=2)
+            return found
 
     # -- the lease -----------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ def test_an_old_attribute_warns_and_gives_the_collaborator(t) -> None:
 
 
 def test_an_unknown_attribute_is_still_an_attribute_error(t) -> None:
-    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+    with pytest.raises(AttributeError, match="has no attribute 'nonsense'"):
         t.nonsense  # noqa: B018
 
 
@@ -35,6 +35,15 @@ def test_old_lease_methods_warn_and_run_the_turns_group(t) -> None:
     with pytest.warns(DeprecationWarning):
         assert t.release_lease(token)
     assert [m.content for m in t.turns.transcript(session_id)] == ["hi"]
+
+
+def test_the_lease_commands_once_at_t_turns_still_answer_there(t) -> None:
+    session_id = t.get_or_create_session(ALICE).session_id
+    with pytest.warns(DeprecationWarning, match=r"Turnlog\.turns\.acquire is deprecated"):
+        token = t.turns.acquire(session_id, "key")
+    assert t.turns.holder(session_id).epoch == token.epoch
+    with pytest.raises(AttributeError):
+        t.turns.nonsense  # noqa: B018
 
 
 def test_old_maintenance_methods_return_what_they_returned(t) -> None:
