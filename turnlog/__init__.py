@@ -22,6 +22,7 @@ from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_ses
 from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
+from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunning, HermesHomeError, InvalidRequest,
                      LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
                      StaleLease, StoreError, TurnCancelled, TurnlogError)
@@ -78,6 +79,7 @@ __all__ = [
     "LocalFile",
     "Maintenance",
     "ManualClock",
+    "MessageAppended",
     "MessageRecord",
     "NotFound",
     "OwedDelivery",
