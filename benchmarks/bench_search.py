@@ -57,10 +57,10 @@ def measure(db: str, searches: int, rounds: int, seed: int) -> dict:
     out: dict = {"db": db, "load_before": load()}
     with Turnlog(db, owner="bench-search") as t:
         t0 = time.perf_counter()
-        t.catch_up()
+        t.maintenance.catch_up()
         out["catch_up_s"] = round(time.perf_counter() - t0, 3)
-        status = t.projection_status()
-        out["events"] = status[0]["head"]
+        status = t.maintenance.projection_status()
+        out["events"] = status[0].head
         conn = sqlite3.connect(db)
         out["messages"] = conn.execute("SELECT count(*) FROM search_messages").fetchone()[0]
         conn.close()
@@ -72,13 +72,13 @@ def measure(db: str, searches: int, rounds: int, seed: int) -> dict:
                          "by_kind": mixes[-1]["by_kind"]}
 
         t0 = time.perf_counter()
-        fts = t.rebuild_projections(["search"])
+        fts = t.maintenance.rebuild(["search"])
         out["fts_rebuild"] = {"seconds": round(time.perf_counter() - t0, 3), "events_read": fts["events"]}
 
         out["load_mid"] = load()
         c0 = time.process_time()
         t0 = time.perf_counter()
-        report = t.rebuild_projections()
+        report = t.maintenance.rebuild()
         wall = time.perf_counter() - t0
         out["rebuild_all"] = {"seconds": round(wall, 3), "cpu_seconds": round(time.process_time() - c0, 3),
                               "events": report["events"], "events_per_s": round(report["events"] / wall),

@@ -70,7 +70,7 @@ def measure(db: str, count: int) -> dict[str, Any]:
         applied = t.projections.catch_up()
         catch_up_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        sealed = t.seal()
+        sealed = t.maintenance.seal()
         seal_s = time.perf_counter() - t0
         head = t.projections.head()
         positions = spread(head, count)

@@ -88,8 +88,8 @@ async def run(db: str, messages: int, seed: int) -> dict[str, int]:
     await asyncio.gather(*(traffic(p, messages // len(platforms)) for p in platforms))
     await gateway.drain("shutdown", timeout_s=5)
     t = gateway.turnlog
-    keys = {s["session_key"] for s in t.sessions()}
-    tool_calls = sum(1 for s in t.sessions() for m in t.transcript(s["session_id"]) if m["role"] == "tool")
+    keys = {s.session_key for s in t.sessions()}
+    tool_calls = sum(1 for s in t.sessions() for m in t.transcript(s.session_id) if m["role"] == "tool")
     summary = {"messages": messages // len(platforms) * len(platforms),
                "replies": sum(len(p.posted) for p in platforms), "tool_calls": tool_calls, "keys": len(keys)}
     await gateway.close()

@@ -1,30 +1,130 @@
-"""turnlog: an event-sourced session engine for multi-platform agent gateways."""
+"""turnlog: an event-sourced session engine for multi-platform agent gateways.
+
+`Turnlog` (or `turnlog.open(...)`) is the engine; its `turns` group holds the lower-level lease,
+transcript and delivery operations and its `maintenance` group the upkeep of the read models and
+the hash chain. The other names are what its methods take and return, and the errors they raise
+(`turnlog.errors` draws their tree). `__all__` is every public name, sorted (a test pins it).
+"""
 
 from .api import DEFAULT_DB, HistoryEntry, Turnlog
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
+from .commands.delivery import Attempt
+from .commands.inbound import Accepted
 from .commands.keeper import CancelToken, RunningTurn, current_turn
+from .commands.recovery import BootReport, RecoveryReport, SweepReport
 from .commands.routing import RouteResult
-from .commands.slash import COMMANDS as SLASH_COMMANDS, parse_command
+from .commands.lease import LeaseToken, MessageRecord
+from .commands.slash import COMMANDS as SLASH_COMMANDS, CommandResult, parse_command
+from .commands.turn import TurnOutcome
 from .config import EngineConfig, TextBatching
 from .domain.context_prompt import build_session_context
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
 from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
-from .domain.source import ChatType, Platform, SessionSource
-from .errors import (ConflictError, GatewayStillRunning, InvalidRequest, LeaseTimeout, NotFound, StaleLease,
-                     StoreError, TurnCancelled, TurnlogClosed, TurnlogError)
-from .errors import SessionOwnedElsewhere
+from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
+from .domain.transcript import MessageAppended
+from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunning, HermesHomeError, InvalidRequest,
+                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
+                     StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
+                     UnreadableEvent)
+from .export import FORMATS as EXPORT_FORMATS, render as render_export
+from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, SuspendedSession
+from .hermes.exporter import ExportReport
+from .hermes.importer import ImportReport
+from .maintenance import Maintenance, ProjectionPosition
+from .projections.base import TypedRow
+from .projections.routing_views import RouteRow, SessionRow
+from .projections.search_hit import SearchHit
+from .projections.leases_views import LeaseRow
+from .projections.ledger_views import LedgerEntry, OwedDelivery
+from .projections.queue_views import QueueItemRow
+from .storage.chain import ChainBreak, ChainReport
+from .storage.local_file import LocalFile, local_file
+from .timetravel import AsOf
+from .turn_operations import LeaseHolder, TurnOperations
 
 __all__ = [
-    "DEFAULT_DB", "HistoryEntry", "Turnlog", "Clock", "ManualClock", "SequentialIds", "SystemClock",
-    "RouteResult", "EngineConfig", "TextBatching", "build_session_context", "RoutingKey", "build_session_key",
+    "Accepted",
+    "AmbiguousKey",
+    "AsOf",
+    "Attempt",
+    "BootReport",
+    "BootSummary",
+    "build_session_context",
+    "build_session_key",
+    "CancelToken",
+    "ChainBreak",
+    "ChainBroken",
+    "ChainReport",
+    "ChatType",
+    "Clock",
+    "CommandResult",
+    "ConflictError",
+    "CONTROL_CHARACTERS",
+    "current_turn",
+    "DEFAULT_DB",
+    "EngineConfig",
+    "EXPORT_FORMATS",
+    "ExportReport",
+    "GatewayStatus",
+    "GatewayStillRunning",
+    "HermesHomeError",
+    "HistoryEntry",
+    "ImportReport",
+    "InvalidRequest",
     "is_shared_multi_user_session",
-    "resolve_routing_key", "ResetPolicies", "ResetPolicy", "ChatType", "Platform", "SessionSource",
-    "ConflictError", "GatewayStillRunning", "InvalidRequest", "LeaseTimeout", "NotFound", "StaleLease", "StoreError",
-    "TurnlogError",
+    "LeaseHolder",
+    "LeaseRow",
+    "LeaseTimeout",
+    "LeaseToken",
+    "LedgerEntry",
+    "local_file",
+    "LocalFile",
+    "Maintenance",
+    "ManualClock",
+    "MessageAppended",
+    "MessageRecord",
+    "NotFound",
+    "OwedDelivery",
+    "parse_command",
+    "Platform",
+    "ProjectionCorrupt",
+    "ProjectionPosition",
+    "QueueFull",
+    "QueueItemRow",
+    "ReadOnlyDatabase",
+    "RecoveryReport",
+    "render_export",
+    "ReplyMessage",
+    "ResetPolicies",
+    "ResetPolicy",
+    "resolve_routing_key",
+    "ResumePendingSession",
+    "RouteResult",
+    "RouteRow",
+    "RoutingKey",
+    "RunningTurn",
+    "SearchHit",
+    "SequentialIds",
     "SessionOwnedElsewhere",
-    "CancelToken", "RunningTurn", "current_turn", "ReplyMessage", "Usage", "TurnCancelled",
-    "SLASH_COMMANDS", "parse_command",
+    "SessionRow",
+    "SessionSource",
+    "SLASH_COMMANDS",
+    "StaleLease",
+    "StoreError",
+    "SuspendedSession",
+    "SweepReport",
+    "SystemClock",
+    "TextBatching",
+    "TooLarge",
+    "TurnCancelled",
+    "Turnlog",
     "TurnlogClosed",
+    "TurnlogError",
+    "TurnOperations",
+    "TurnOutcome",
+    "TypedRow",
+    "UnreadableEvent",
+    "Usage",
 ]

@@ -166,7 +166,7 @@ class AsyncTurnlog:
 
     def _begin(self, source: SessionSource, timeout: float | None, handoff: "_Handoff") -> Turn | None:
         """In a worker thread: begin the key's next turn for a caller that may be cancelled meanwhile."""
-        turn = self.turnlog.runner.begin_next(source, timeout=timeout, stop=handoff.stop)
+        turn = self.turnlog.turns.begin_next(source, timeout=timeout, stop=handoff.stop)
         if turn is not None and not handoff.deliver(turn):
             turn.fail(TurnCancelled(CALLER_CANCELLED))
             return None

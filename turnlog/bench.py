@@ -75,26 +75,26 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
             progress(n + 1, len(order))
     wall = time.perf_counter() - start
     catch_up_t0 = time.perf_counter()
-    t.catch_up()
+    t.maintenance.catch_up()
     catch_up_s = time.perf_counter() - catch_up_t0
-    events = t.projections.head()
+    events = t._projections.head()
     t.close()
     bytes_after = dir_bytes(home)
 
     restart_t0 = time.perf_counter()
     t = Turnlog(db, owner="bench-restart")
     listed = t.sessions()
-    loaded = sum(len(t.transcript(s["session_id"])) for s in listed)
+    loaded = sum(len(t.transcript(s.session_id)) for s in listed)
     restart_s = time.perf_counter() - restart_t0
 
     search = run_search_mix(t, seed=seed)
     fts_t0 = time.perf_counter()
-    fts_report = t.rebuild_projections(["search"])
+    fts_report = t.maintenance.rebuild(["search"])
     fts_rebuild = {"seconds": round(time.perf_counter() - fts_t0, 4), "messages_indexed": loaded,
                    "events_read": fts_report["events"]}
 
     rebuild_t0 = time.perf_counter()
-    rebuilt_events = t.rebuild()
+    rebuilt_events = int(t.maintenance.rebuild()["events"])
     rebuild_s = time.perf_counter() - rebuild_t0
     t.close()
 

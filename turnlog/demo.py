@@ -62,7 +62,7 @@ def run_demo(db: str, echo: Echo, table: Callable[[list[dict[str, Any]], list[st
         _route(t, alice_dm, echo)
 
         echo("\nRouting map (a projection of the log):")
-        table(t.routes(), ["session_key", "session_id", "bound_reason"])
+        table([r.to_dict() for r in t.routes()], ["session_key", "session_id", "bound_reason"])
         echo(f"\nHistory of {t.routing_key(alice_dm)}:")
         rows = [e.to_dict() for e in t.history(alice_dm)]
         table(rows, ["position", "event", "actor", "cause", "session_id"])

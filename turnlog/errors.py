@@ -1,4 +1,30 @@
-"""Errors a caller of turnlog can catch; each message is one line naming what was wrong."""
+"""Errors a caller of turnlog can catch; each message is one line naming what was wrong.
+
+Every exception turnlog raises on purpose is defined here and exported by `turnlog`:
+
+    TurnlogError
+    ├── StoreError                the database cannot be opened, read or trusted
+    │   ├── ReadOnlyDatabase      the operation would write to a read-only database
+    │   ├── ProjectionCorrupt     a read model is damaged (rebuild it from the log)
+    │   ├── UnreadableEvent       an event of the log does not decode into what its topic promises
+    │   └── ChainBroken           the log no longer matches its hash chain
+    ├── NotFound                  no such session or routing key
+    ├── InvalidRequest            an argument turnlog cannot accept (also a ValueError)
+    │   ├── AmbiguousKey          a key string names several routes
+    │   └── TooLarge              a read would do more work than allowed (a diff over its limit)
+    ├── ConflictError             an optimistic-concurrency race lost too often
+    ├── LeaseTimeout              the turn lease was not obtained in time
+    ├── StaleLease                a write under a lease epoch that moved on
+    │   └── TurnCancelled         the running turn lost its lease and was cancelled
+    │       └── TurnlogClosed     the engine was closed while the turn ran
+    ├── QueueFull                 the key already has the most items waiting
+    ├── GatewayStillRunning       a boot of the gateway is alive elsewhere
+    ├── SessionOwnedElsewhere     the session belongs to another routing key
+    └── HermesHomeError           a Hermes home whose state cannot be read
+
+Catch `TurnlogError` for all of them. A failure that is none of these is a bug (or an error of
+the platform below: sqlite3, psycopg) and is not wrapped.
+"""
 
 
 class TurnlogError(Exception):
@@ -48,6 +74,39 @@ class AmbiguousKey(InvalidRequest):
 
 class ReadOnlyDatabase(StoreError):
     """The database (or its folder) is read-only and the operation would write to it."""
+
+
+class QueueFull(TurnlogError):
+    """The key already has the maximum number of items waiting."""
+
+
+class ProjectionCorrupt(StoreError):
+    """A projection's tables are damaged; rebuilding it from the log repairs it."""
+
+    def __init__(self, name: str, error: BaseException) -> None:
+        super().__init__(f"the {name} read model is damaged ({error})")
+        self.name = name
+
+
+class UnreadableEvent(StoreError):
+    """An event in the log that a projection cannot take: its stored bytes do not decode, or
+    its fields are not those its topic promises (an edited or damaged log)."""
+
+    def __init__(self, name: str, position: int, topic: str, problem: str) -> None:
+        super().__init__(f"the event at position {position} ({topic}) cannot be read into the {name} read model"
+                         f" ({problem}); `turnlog verify --chain` tells whether it was edited")
+        self.name = name
+        self.position = position
+        self.topic = topic
+        self.problem = problem
+
+
+class ChainBroken(StoreError):
+    """The log no longer matches its chain in a way a writer must not paper over."""
+
+
+class HermesHomeError(TurnlogError):
+    """A Hermes home whose state.db cannot be read (a runtime failure, not a usage error)."""
 
 
 class TurnCancelled(StaleLease):

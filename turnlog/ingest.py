@@ -199,16 +199,16 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
 def _settle_earlier_runs(t: Turnlog, gateway: str) -> None:
     """Settle the replies earlier runs of this ingest still owed. Not the whole ledger's sweep: a
     reply another gateway owes must reach its user, not this replay's no-op send."""
-    record = t.recovery.gateway(gateway)
+    record = t._recovery.gateway(gateway)
     boots = [b["boot_id"] for b in record.boots if b["boot_id"] != t.owner] if record is not None else []
     if not boots:
         return
-    t.catch_up()
-    for row in t.views.owed_deliveries():
+    t.maintenance.catch_up()
+    for row in t._views.owed_deliveries():
         if row.owner not in boots:
             continue
         try:
-            t.deliver(UUID(row.delivery_id), _nowhere)
+            t.turns.deliver(UUID(row.delivery_id), _nowhere)
         except TurnlogError:
             continue  # settled meanwhile, or out of attempts: the ledger says which
 
@@ -239,7 +239,7 @@ def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport)
 
 def _still_waiting(t: Turnlog, record: Record) -> bool:
     """Whether a repeated message's first sighting is still waiting to run (a killed run left it)."""
-    return any(row["state"] == "pending" and record.source.message_id in row["message_ids"]
+    return any(row.state == "pending" and record.source.message_id in row.message_ids
                for row in t.queue(record.source))
 
 
@@ -249,7 +249,7 @@ def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str
         return []
     by_inbox: dict[str, list[Record]] = {}
     for record in records:
-        route_id = t.routing.routing_key(record.source).route_id
+        route_id = t._routing.routing_key(record.source).route_id
         by_inbox.setdefault(str(inbox_id(route_id)), []).append(record)
     fates: dict[tuple[str, str], tuple[str, str | None, str]] = {}
     for inbox in by_inbox:
@@ -272,7 +272,7 @@ def _fates_of_messages(t: Turnlog, inbox: UUID) -> dict[str, tuple[str, str | No
     events: the queue read model keeps only the items still waiting or running."""
     item_of: dict[str, str] = {}
     fate: dict[str, tuple[str, str | None]] = {}
-    for event in t.app.events.get(inbox):
+    for event in t._app.events.get(inbox):
         if isinstance(event, Inbox.Accepted):
             item = event.merged_into or event.item_id
             if event.message_id is not None:

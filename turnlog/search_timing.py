@@ -27,7 +27,7 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def run_search_mix(t: "Turnlog", searches: int = 100, seed: int = 1) -> dict[str, Any]:
-    t.catch_up()  # searching is timed, catching up is not
+    t.maintenance.catch_up()  # searching is timed, catching up is not
     rng = random.Random(seed + 1)
     per: dict[str, list[float]] = {kind: [] for kind, _ in KINDS}
     hits: dict[str, list[int]] = {kind: [] for kind, _ in KINDS}

@@ -72,7 +72,7 @@ def good_db(tmp_path_factory) -> tuple[Path, str]:
     path = tmp_path_factory.mktemp("good") / "good.db"
     with Turnlog(str(path)) as t:
         t.handle_message(ALICE, "hello", agent, lambda text: None)
-        sid = t.sessions()[0]["session_id"]
+        sid = t.sessions()[0].session_id
     assert sorted(p.name for p in path.parent.iterdir()) == ["good.db"]
     return path, sid
 
@@ -234,7 +234,7 @@ def test_read_commands_show_the_read_only_data(read_only_db, good_db):
 def test_stale_read_models_of_a_read_only_database_are_read_with_a_note(tmp_path):
     db = tmp_path / "gw.db"
     with Turnlog(str(db)) as t:
-        t.catch_up()
+        t.maintenance.catch_up()
         t.get_or_create_session(SessionSource(platform="discord", chat_id="7", user_id="7"))  # not caught up
     db.chmod(0o444)
     try:
@@ -285,12 +285,12 @@ def test_read_only_open_writes_nothing_even_where_it_could(tmp_path, good_db):
     shutil.copy(good_db[0], db)
     before = sha(db)
     with Turnlog(str(db), read_only=True) as t:
-        assert [s["session_key"] for s in t.sessions()] == [KEY]
-        assert t.catch_up() == 0 and t.seal() == 0
+        assert [s.session_key for s in t.sessions()] == [KEY]
+        assert t.maintenance.catch_up() == 0 and t.maintenance.seal() == 0
         with pytest.raises(StoreError, match="read-only"):
             t.get_or_create_session(SessionSource(platform="slack", chat_id="C1", user_id="U1", scope_id="T1"))
         with pytest.raises(StoreError, match="read-only"):
-            t.rebuild_projections()
+            t.maintenance.rebuild()
     assert sha(db) == before
 
 
@@ -298,14 +298,14 @@ def test_read_only_open_reads_a_live_database_as_a_writer_writes_it(tmp_path):
     db = tmp_path / "live.db"
     with Turnlog(str(db)) as writer:
         writer.handle_message(ALICE, "hello", agent, lambda text: None)
-        writer.catch_up()
+        writer.maintenance.catch_up()
         with Turnlog(str(db), read_only=True) as reader:
             assert len(reader.sessions()) == 1
             writer.handle_message(SessionSource(platform="discord", chat_id="9", user_id="9"), "yo", agent,
                                   lambda text: None)
-            writer.catch_up()
+            writer.maintenance.catch_up()
             assert len(reader.sessions()) == 2  # through the live write-ahead log
-            assert reader.transcript(writer.sessions()[1]["session_id"])[0]["content"] == "yo"
+            assert reader.transcript(writer.sessions()[1].session_id)[0]["content"] == "yo"
 
 
 def test_a_database_from_the_previous_version_is_adopted_and_marked_when_written(tmp_path, good_db):
@@ -318,11 +318,11 @@ def test_a_database_from_the_previous_version_is_adopted_and_marked_when_written
     assert dbfile.identify(str(db)).kind == "legacy"
     before = sha(db)
     with Turnlog(str(db), read_only=True) as t:  # read-only: adopted, not marked
-        assert t.sessions()[0]["session_key"] == KEY
+        assert t.sessions()[0].session_key == KEY
     assert sha(db) == before and dbfile.identify(str(db)).kind == "legacy"
     assert run(db, ["sessions"]).exit_code == 0  # a read command on a writable file may mark it
     with Turnlog(str(db)) as t:
-        assert t.sessions()[0]["session_key"] == KEY
+        assert t.sessions()[0].session_key == KEY
     assert dbfile.identify(str(db)).kind == "turnlog"
 
 

@@ -37,12 +37,12 @@ def test_ingest_runs_turns_and_commands_and_skips_bad_lines_with_their_numbers(t
     assert "line 3: bad source: unknown platform 'nope'" in result.stderr
     assert "Traceback" not in result.output
     with Turnlog(db) as t:
-        ended, = [s for s in t.sessions() if s["end_reason"] == "session_reset"]
-        assert ended["created_at"] == "2026-11-01T10:00:00+00:00"  # "at" set the clock
-        assert [m["content"] for m in t.transcript(ended["session_id"])] == ["hi", "hello!"]
-        assert [d["state"] for d in t.ledger()] == ["delivered"]
+        ended, = [s for s in t.sessions() if s.end_reason == "session_reset"]
+        assert ended.created_at == "2026-11-01T10:00:00+00:00"  # "at" set the clock
+        assert [m["content"] for m in t.transcript(ended.session_id)] == ["hi", "hello!"]
+        assert [d.state for d in t.ledger()] == ["delivered"]
         waiting = t.queue("agent:main:telegram:dm:1")
-        assert [(q["text"], q["state"]) for q in waiting] == [("again", "pending")]  # no reply: stays queued
+        assert [(q.text, q.state) for q in waiting] == [("again", "pending")]  # no reply: stays queued
 
 
 def test_ingest_from_stdin_with_every_line_good_exits_zero(tmp_path):

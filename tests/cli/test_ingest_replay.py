@@ -43,7 +43,7 @@ def traffic(count, keys=5, prefix="", with_ids=True):
 
 def contents(db, role):
     with Turnlog(db) as t:
-        return [m["content"] for s in t.sessions() for m in t.transcript(s["session_id"]) if m["role"] == role]
+        return [m["content"] for s in t.sessions() for m in t.transcript(s.session_id) if m["role"] == role]
 
 
 def replies_in(db):
@@ -52,7 +52,7 @@ def replies_in(db):
 
 def open_items(db):
     with Turnlog(db) as t:
-        return [row for key in {s["session_key"] for s in t.sessions()} for row in t.queue(key)]
+        return [row for key in {s.session_key for s in t.sessions()} for row in t.queue(key)]
 
 
 def turnlog_cmd(db, *args):
@@ -165,8 +165,8 @@ def test_sigkill_mid_ingest_then_the_same_run_again_duplicates_nothing_and_finis
     assert replies_in(db) == sorted(f"reply {n}" for n in range(300))
     assert open_items(db) == []
     with Turnlog(db) as t:
-        assert {d["state"] for d in t.ledger()} == {"delivered"}
-        assert t.status("ingest")["active_turns"] == []
+        assert {d.state for d in t.ledger()} == {"delivered"}
+        assert t.status("ingest").active_turns == []
 
 
 def test_recover_cleans_up_after_a_killed_ingest(tmp_path):
@@ -178,20 +178,20 @@ def test_recover_cleans_up_after_a_killed_ingest(tmp_path):
     assert len(json.loads(result.stdout)["recovered_boots"]) == 1
     with Turnlog(db) as t:
         status = t.status("ingest")
-        assert status["last_boot"]["ended_clean"] is False and status["active_turns"] == []
+        assert status.last_boot.ended_clean is False and status.active_turns == []
         # A reply owed by the killed turn is redelivered by the next sweep (recovery's rule), and
         # an item cut off before its reply is kept for the resumed turn (recovery's rule): its session
         # waits to be resumed, which the next ingest of this gateway does.
-        sessions = {s["session_id"]: s for s in t.sessions()}
-        started = [row for key in {s["session_key"] for s in sessions.values()} for row in t.queue(key)
-                   if row["state"] == "started"]
-        assert all(sessions[row["session_id"]]["resume_pending"] for row in started)
+        sessions = {s.session_id: s for s in t.sessions()}
+        started = [row for key in {s.session_key for s in sessions.values()} for row in t.queue(key)
+                   if row.state == "started"]
+        assert all(sessions[row.session_id].resume_pending for row in started)
     rerun = CliRunner().invoke(main, ["--db", db, "ingest", str(path), "--json"])
     assert rerun.exit_code == 0, rerun.output
     assert open_items(db) == []
     assert replies_in(db) == sorted(f"reply {n}" for n in range(300))
     with Turnlog(db) as t:
-        assert {d["state"] for d in t.ledger()} == {"delivered"}
+        assert {d.state for d in t.ledger()} == {"delivered"}
 
 
 def test_replayed_leases_expire_by_the_wall_clock_not_the_records_time(tmp_path):
@@ -199,11 +199,11 @@ def test_replayed_leases_expire_by_the_wall_clock_not_the_records_time(tmp_path)
     replay = ReplayClock()
     replay.set("2020-01-01T00:00:00+00:00")  # a record from long ago
     with Turnlog(db, clock=replay) as ingesting, Turnlog(db, clock=SystemClock()) as live:
-        token = ingesting.acquire_lease("s1", "key")
+        token = ingesting.turns.acquire_lease("s1", "key")
         assert token.expires_at > SystemClock().now()
         with pytest.raises(LeaseTimeout):  # a live holder keeps it, however old its records are
-            live.acquire_lease("s1", "key", timeout=0)
-        assert ingesting.append_message(token, "user", "still mine").seq == 1
+            live.turns.acquire_lease("s1", "key", timeout=0)
+        assert ingesting.turns.append_message(token, "user", "still mine").seq == 1
 
 
 def test_ingest_from_a_pipe_applies_each_line_as_it_arrives_with_progress_on_stderr(tmp_path):
@@ -291,4 +291,4 @@ def test_an_ingest_leaves_the_replies_other_gateways_owe_alone(tmp_path):
 
     assert CliRunner().invoke(main, ["--db", db, "ingest", str(path)]).exit_code == 0
     with Turnlog(db) as t:
-        assert [d["state"] for d in t.ledger() if d["content"] == "owed"] == ["failed"]  # still owed to its user
+        assert [d.state for d in t.ledger() if d.content == "owed"] == ["failed"]  # still owed to its user

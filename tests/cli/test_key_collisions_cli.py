@@ -23,7 +23,7 @@ def colliding(tmp_path):
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
         one = t.handle_message(ONE, "apple from one", lambda h, i: "re one", lambda s: None)[0].session_id
         two = t.handle_message(TWO, "apple from two", lambda h, i: "re two", lambda s: None)[0].session_id
-        ids = {r["session_id"]: r["route_id"] for r in t.routes()}
+        ids = {r.session_id: r.route_id for r in t.routes()}
         assert t.routing_key(ONE) == t.routing_key(TWO) == KEY and len(ids) == 2
     return db, (one, ids[one]), (two, ids[two])
 

@@ -9,8 +9,7 @@ import click
 from .base import cell, command, echo_table, engine, write_output
 from .keys import key_filter
 from .output import Output, limit_option, output_options
-from ..export import FORMATS, render
-from ..timetravel import AsOf
+from .. import EXPORT_FORMATS, AsOf, render_export
 
 EVENT_HELP = "Only these event names (repeatable), e.g. --type RouteBound --type SessionEnded."
 
@@ -85,7 +84,7 @@ def diff(ctx: click.Context, a: str, b: str, key: str | None, out: Output) -> No
 @command()
 @click.argument("key_or_session")
 @click.option("--lineage", is_flag=True, help="Follow compression rotations from the root to the tip.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="json", show_default=True,
               help="The document's format: Hermes JSON, JSONL (one message a line) or Markdown.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="-", show_default=True,
               help="Write to this file (- for stdout); an existing file needs --force, a link is refused.")
@@ -102,7 +101,7 @@ def export(ctx: click.Context, key_or_session: str, lineage: bool, fmt: str, out
     if output == "-" and out.fmt in ("nl", "csv"):
         out.rows(document["messages"], [])  # each message names its session_id
         return
-    text = render(document, fmt)
+    text = render_export(document, fmt)
     write_output(text, output, force=force)
     if output != "-" and not out.is_table:
         out.record({"output": output, "format": fmt, "bytes": len((text + "\n").encode())})

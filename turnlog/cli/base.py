@@ -11,16 +11,15 @@ from typing import Any
 
 import click
 
-from .. import api
+from .. import DEFAULT_DB, InvalidRequest, Turnlog, TurnlogError
 from .files import write_file
 from .opening import open_engine
 from .output import cell, echo_json, echo_table, visible
-from ..errors import InvalidRequest, TurnlogError
 
 __all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
            "main", "visible", "write_output"]
 
-DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{api.DEFAULT_DB})."
+DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{DEFAULT_DB})."
 
 
 def write_output(text: str, output: str, *, force: bool = False) -> None:
@@ -116,7 +115,7 @@ def _quiet_broken_pipe() -> None:
 
 
 @click.group(cls=TurnlogGroup)
-@click.option("--db", envvar="TURNLOG_DB", default=api.DEFAULT_DB, show_default=True, help=DB_HELP)
+@click.option("--db", envvar="TURNLOG_DB", default=DEFAULT_DB, show_default=True, help=DB_HELP)
 @click.option("--views", envvar="TURNLOG_VIEWS", default=None,
               help="Read-model SQLite file (only needed with a PostgreSQL log).")
 @click.version_option(package_name="turnlog", help="Show the version and exit.")
@@ -131,7 +130,7 @@ def main(ctx: click.Context, db: str, views: str | None) -> None:
     ctx.obj = {"db": db, "views": views, "db_given": given}
 
 
-def engine(ctx: click.Context, **options: Any) -> api.Turnlog:
+def engine(ctx: click.Context, **options: Any) -> Turnlog:
     obj = ctx.find_root().obj
     if "engine" not in obj:
         obj["engine"] = open_engine(ctx, obj["db"], obj["views"], **options)  # per command: writes or reads

@@ -13,9 +13,7 @@ import orjson
 
 from .base import cell, command, echo_table, engine, visible, write_output
 from .output import Output, limit_option, output_options
-from ..domain.keys import resolve_routing_key
-from ..domain.source import SessionSource
-from ..errors import AmbiguousKey, SessionOwnedElsewhere
+from .. import AmbiguousKey, SessionOwnedElsewhere, SessionSource, resolve_routing_key
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,7 +90,7 @@ def route(ctx: click.Context, force_new: bool, out: Output, **options: Any) -> N
 @click.pass_context
 def sessions(ctx: click.Context, out: Output, limit: int | None) -> None:
     """List every session with its flags."""
-    rows = engine(ctx).sessions()[:limit]
+    rows = [s.to_dict() for s in engine(ctx).sessions()[:limit]]
 
     def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
@@ -187,7 +185,11 @@ def export_routing(ctx: click.Context, output: str, force: bool, out: Output) ->
 @click.pass_context
 def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
     """A session's flags, lease holder and transcript (--nl/--csv: the transcript's messages)."""
-    data = engine(ctx).show(key_or_session)
+    t = engine(ctx)
+    session = t.session(key_or_session)
+    lease = t.turns.holder(session.session_id)
+    data = {**session.to_dict(), "lease": lease.to_dict() if lease is not None else None,
+            "messages": t.transcript(session.session_id)}
 
     def text() -> None:
         for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
@@ -209,7 +211,7 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
 @click.pass_context
 def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | None) -> None:
     """The delivery ledger: every reply owed, its state and attempts."""
-    rows = engine(ctx).ledger(status, limit=limit)
+    rows = [e.to_dict() for e in engine(ctx).ledger(status, limit=limit)]
 
     def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
@@ -223,7 +225,7 @@ def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | Non
 @click.pass_context
 def queue(ctx: click.Context, key: str, out: Output) -> None:
     """Inbound items waiting (or running) for a routing KEY (a key string or a route id), oldest first."""
-    rows = engine(ctx).queue(key)
+    rows = [item.to_dict() for item in engine(ctx).queue(key)]
     if not out.is_table:
         out.rows(rows, [])
         return
@@ -349,7 +351,7 @@ def recover(ctx: click.Context, name: str, dry_run: bool, out: Output) -> None:
 def status(ctx: click.Context, name: str, out: Output) -> None:
     """Last boot and whether it ended clean, active turns, leases their holders left to expire, owed
     replies, interrupted and suspended sessions."""
-    data = engine(ctx).status(name)
+    data = engine(ctx).status(name).to_dict()
 
     def text() -> None:
         boot = data["last_boot"]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..api import Turnlog
+from .. import Turnlog
 from .output import visible
-from ..domain.collisions import colliding_keys
 
 
 def key_filter(t: Turnlog, value: str | None) -> str | None:
@@ -17,9 +16,9 @@ def key_filter(t: Turnlog, value: str | None) -> str | None:
     if value is None:
         return None
     routes = t.routes()
-    key = next((r["session_key"] for r in routes if r["route_id"] == value), value)
-    ids = colliding_keys(r for r in routes if r["session_key"] == key).get(key)
-    if ids:
+    key = next((r.session_key for r in routes if r.route_id == value), value)
+    ids = sorted(r.route_id for r in routes if r.session_key == key)
+    if len(ids) > 1:
         click.echo(f"note: routing key {visible(key)!r} names {len(ids)} routes ({', '.join(ids)});"
                    " this filter shows them all", err=True)
     return key

@@ -17,9 +17,7 @@ from typing import Any
 
 import click
 
-from ..api import Turnlog
-from ..errors import StoreError
-from ..storage.backend import create as backend_of
+from .. import StoreError, Turnlog, local_file
 
 READ_LOCK_WAIT_S = 2.0
 
@@ -36,22 +34,22 @@ def writes(ctx: click.Context) -> bool:
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
     if writes(ctx):
         return Turnlog(db, views=views, **options)
-    backend = backend_of(db, views)
-    path = backend.local_file()
-    if getattr(ctx.command, "empty_when_missing", False) and not backend.has_log():
+    file = local_file(db, views)
+    path = file.path
+    if getattr(ctx.command, "empty_when_missing", False) and not file.has_log():
         scratch = tempfile.TemporaryDirectory(prefix="turnlog-dry-run-")
         ctx.call_on_close(scratch.cleanup)
         return Turnlog(os.path.join(scratch.name, "empty.db"), **options)
-    read_only = os.path.exists(path) and not backend.writable()
+    read_only = os.path.exists(path) and not file.writable()
     t = Turnlog(db, views=views, read_only=read_only, create=False, lock_wait=READ_LOCK_WAIT_S, **options)
     # Caught up now, to know whether to say they are stale. A failure here is met again, and
     # said, by the command's own reads; one that reads no read model (verify --chain) goes on.
     try:
-        t.catch_up()
+        t.maintenance.catch_up()
     except StoreError:
         pass
     if t.stale:
-        behind = t.projections_behind()
+        behind = t.maintenance.projections_behind()
         if behind:
             why = "is read-only" if read_only else "is being written by another process"
             click.echo(f"note: {path} {why}: read models are {behind} events behind the log"

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 import click
 import orjson
 
-from ..domain.source import CONTROL_CHARACTERS
+from .. import CONTROL_CHARACTERS
 
 FORMATS = ("table", "json", "nl", "csv")
 

@@ -34,8 +34,9 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
     Korean text, found by substring. Matches are marked >>>like this<<< in the snippet.
     """
     t = engine(ctx)
-    hits = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
-                              until=until, limit=limit)
+    found = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
+                     until=until, limit=limit)
+    hits = [hit.to_dict() for hit in found]
 
     def prepare(hits: list[dict[str, Any]]) -> None:
         for hit in hits:
@@ -78,8 +79,8 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
             rate = done / max(time.perf_counter() - started, 1e-9)
             bar.update(max(0, done - bar.pos), f"{rate:,.0f} events/s")
 
-        report = t.rebuild_projections(None if all_ else list(names), progress=progress, pause=pause / 1000,
-                                         batch=batch, workers=workers)
+        report = t.maintenance.rebuild(None if all_ else list(names), progress=progress, pause=pause / 1000,
+                                       batch=batch, workers=workers)
 
     def text() -> None:
         rate = f", {report['events_per_s']:,} events/s" if report["events_per_s"] else ""
@@ -105,7 +106,7 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, out: Output)
     if chain:
         if names:
             raise click.UsageError("--chain checks the whole log: give no projection names")
-        chain_report = engine(ctx).chain_report()
+        chain_report = engine(ctx).maintenance.verify_chain()
         breaks = [b.to_dict() for b in chain_report.breaks]
         late = chain_report.sealed_late
 
@@ -123,7 +124,7 @@ def verify(ctx: click.Context, names: tuple[str, ...], chain: bool, out: Output)
         if breaks:
             ctx.exit(1)
         return
-    report = engine(ctx).verify(list(names) or None)
+    report = engine(ctx).maintenance.verify(list(names) or None)
 
     def text() -> None:
         for p in report["projections"]:
@@ -155,7 +156,7 @@ def doctor(ctx: click.Context, dry_run: bool, deep: bool, out: Output) -> None:
     full-text indexes' integrity; with --deep, every row against a rebuild. Exit code 1 if a
     problem remains.
     """
-    report = engine(ctx).doctor(repair=not dry_run, deep=deep)
+    report = engine(ctx).maintenance.doctor(repair=not dry_run, deep=deep)
     rows: list[dict[str, Any]] = [
         {**f, "state": "repaired" if f["repaired"] else ("found" if dry_run else "NOT REPAIRED")}
         for f in report["findings"]]

@@ -14,14 +14,12 @@ from ..domain.dedup import COMMAND, DuplicateInbound
 from ..domain.inbox import HUMAN, WAKEUP, Inbox, InboxFull, inbox_id
 from ..domain.keys import RoutingKey
 from ..domain.source import SessionSource
-from ..errors import InvalidRequest, TurnlogError
+from ..errors import InvalidRequest, QueueFull
 from .context import CommandContext
 from .dedup import InboundDedup
 from .routing import RoutingCommands, actor_of, origin_of
 
 
-class QueueFull(TurnlogError):
-    """The key already has the maximum number of items waiting."""
 
 
 @dataclass(frozen=True)

@@ -108,12 +108,12 @@ class SweepReport:
 
 class RecoveryCommands:
     def __init__(self, ctx: CommandContext, turns: LeaseCommands, deliveries: DeliveryCommands,
-                 views: Views) -> None:
+                 views: Views, *, keeper: Any = None) -> None:
         self.ctx = ctx
         self.turns = turns
         self.deliveries = deliveries
         self.views = views
-        self.keeper: Any = None  # the lease keeper, which renews this boot's heartbeat (set by the API)
+        self.keeper = keeper  # the lease keeper, which renews this boot's heartbeat
 
     @property
     def owner(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import orjson
 
-from ..errors import InvalidRequest, TurnlogError
+from ..errors import HermesHomeError, InvalidRequest
 from ..storage.uri import file_uri
 from . import cells
 from .schema import SCHEMA_VERSION
@@ -43,10 +43,6 @@ SIDE_FILES = ("state.db-wal", "state.db-shm", "state.db-journal")  # SQLite read
 SESSION_DEFAULTS = {"message_count": 0, "tool_call_count": 0, "input_tokens": 0, "output_tokens": 0,
                     "cache_read_tokens": 0, "cache_write_tokens": 0, "reasoning_tokens": 0, "api_call_count": 0,
                     "expiry_finalized": 0, "compression_fallback_streak": 0, "rewind_count": 0, "archived": 0}
-
-
-class HermesHomeError(TurnlogError):
-    """A Hermes home whose state.db cannot be read (a runtime failure, not a usage error)."""
 
 
 LID_DIRS = ("platforms/whatsapp/session", "whatsapp/session")

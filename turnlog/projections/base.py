@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import warnings
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
@@ -20,7 +21,11 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 class TypedRow:
-    """A read-model row as a dataclass (the views' results); `to_dict()` gives its fields."""
+    """A read-model row as a dataclass (the views' results): read its fields as attributes;
+    `to_dict()` gives them as a plain dict (what JSON output shows).
+
+    The public API returned these rows as dicts before; reading one by key (`row["field"]`,
+    `row.get`, `row.keys()`, `**row`) still works for one release, with a DeprecationWarning."""
 
     def to_dict(self) -> dict[str, Any]:
         # dataclasses.asdict, without its per-value deep copy where a value is plain (most are):
@@ -31,6 +36,34 @@ class TypedRow:
             if type(value) not in _PLAIN:
                 out[name] = _plain_copy(value)
         return out
+
+
+    def __getitem__(self, name: str) -> Any:
+        _read_as_dict(self)
+        if name not in _field_names(type(self)):
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        _read_as_dict(self)
+        return getattr(self, name) if name in _field_names(type(self)) else default
+
+    def keys(self) -> tuple[str, ...]:
+        _read_as_dict(self)
+        return _field_names(type(self))
+
+    def items(self) -> list[tuple[str, Any]]:
+        _read_as_dict(self)
+        return list(self.to_dict().items())
+
+    def __contains__(self, name: object) -> bool:
+        _read_as_dict(self)
+        return name in _field_names(type(self))
+
+
+def _read_as_dict(row: TypedRow) -> None:
+    warnings.warn(f"reading a {type(row).__name__} as a dict is deprecated and goes in the next release:"
+                  " read its attributes, or call to_dict()", DeprecationWarning, stacklevel=3)
 
 
 def _field_names(cls: type) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from .base import TypedRow
 
 @dataclass(frozen=True)
 class LeaseRow(TypedRow):
+    """A held turn lease: who holds it, under which epoch, until when."""
     session_id: str
     owner: str
     owner_key: str | None

@@ -11,6 +11,7 @@ from .base import TypedRow
 
 @dataclass(frozen=True)
 class DeliveryRow(TypedRow):
+    """A delivery of the ledger as its read model holds it (its content stays in the log)."""
     delivery_id: str
     session_id: str
     seq: int
@@ -26,6 +27,32 @@ class DeliveryRow(TypedRow):
     created_at: str
     updated_at: str
     recorded_position: int  # the DeliveryRecorded event: its content is read from the log
+
+
+@dataclass(frozen=True)
+class LedgerEntry(TypedRow):
+    """A delivery of the ledger with the reply it owes: what `Turnlog.ledger` lists."""
+    delivery_id: str
+    session_id: str
+    seq: int
+    session_key: str | None
+    platform: str | None
+    chat_id: str | None
+    thread_id: str | None
+    state: str  # pending, attempting, delivered, failed or abandoned
+    attempts: int
+    owner: str | None  # who made the last attempt
+    recovered: bool  # owed by a boot that died, found by recovery
+    last_error: str | None
+    created_at: str
+    updated_at: str
+    content: str
+
+    @classmethod
+    def of(cls, row: DeliveryRow, content: str) -> "LedgerEntry":
+        fields = row.to_dict()
+        del fields["recorded_position"]
+        return cls(**fields, content=content)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from .base import TypedRow
 
 @dataclass(frozen=True)
 class QueueItemRow(TypedRow):
+    """An inbound item of a routing key: waiting (`pending`) or running; `kind` human, queued or wakeup."""
     item_id: str
     session_key: str
     kind: str

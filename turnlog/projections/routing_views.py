@@ -17,6 +17,8 @@ from .base import TypedRow
 
 @dataclass(frozen=True)
 class RouteRow(TypedRow):
+    """A routing key and the session it points at now (None: unbound): what `Turnlog.routes` lists.
+    `origin` is the source that made the route; `bound_reason` why it points where it does."""
     route_id: str
     session_key: str
     session_id: str | None
@@ -30,6 +32,8 @@ class RouteRow(TypedRow):
 
 @dataclass(frozen=True)
 class SessionRow(TypedRow):
+    """A session: its key, flags (suspended, resume_pending, ended), times and lineage (the
+    session it replaced, the one it was compressed from); `routed` is whether a key points at it."""
     session_id: str
     session_key: str
     platform: str | None

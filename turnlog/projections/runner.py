@@ -39,8 +39,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from eventsourcing.application import Application
 
+from ..errors import ProjectionCorrupt, ReadOnlyDatabase, StoreError, UnreadableEvent
 from ..gc_pause import cyclic_gc_paused
-from ..errors import ReadOnlyDatabase, StoreError
 from . import parallel
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .simple import SimpleProjection
@@ -86,27 +86,6 @@ def is_corruption(error: BaseException) -> bool:
     name = getattr(error, "sqlite_errorname", "") or ""
     return name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or bool(
         re.search(r"malformed|corrupt|invalid fts5|vtable constructor failed", str(error), re.IGNORECASE))
-
-
-class ProjectionCorrupt(StoreError):
-    """A projection's tables are damaged; rebuilding it from the log repairs it."""
-
-    def __init__(self, name: str, error: BaseException) -> None:
-        super().__init__(f"the {name} read model is damaged ({error})")
-        self.name = name
-
-
-class UnreadableEvent(StoreError):
-    """An event in the log that a projection cannot take: its stored bytes do not decode, or
-    its fields are not those its topic promises (an edited or damaged log)."""
-
-    def __init__(self, name: str, position: int, topic: str, problem: str) -> None:
-        super().__init__(f"the event at position {position} ({topic}) cannot be read into the {name} read model"
-                         f" ({problem}); `turnlog verify --chain` tells whether it was edited")
-        self.name = name
-        self.position = position
-        self.topic = topic
-        self.problem = problem
 
 
 @dataclass

@@ -22,7 +22,8 @@ from typing import Any
 
 import sqlite_utils
 
-from .runner import ProjectionRunner, UnreadableEvent, connect_views
+from ..errors import UnreadableEvent
+from .runner import ProjectionRunner, connect_views
 
 SAMPLE = 10  # rows named per table and kind of difference
 

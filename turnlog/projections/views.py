@@ -4,7 +4,7 @@
 leases_views, route_history_views, timeline_query, search_query) over one runner's connection,
 each read under the runner's lock.
 Reads never write: nothing here catches the read models up or seals the hash chain. Who does:
-- a writable `Turnlog`'s read methods call `Turnlog.catch_up()` first (read-your-writes), and so
+- a writable `Turnlog`'s read methods call `Turnlog.maintenance.catch_up()` first (read-your-writes), and so
   does recovery (`refresh`, given by the facade) before it looks for candidates;
 - a read-only `Turnlog` never does: its views read as of the read models' positions.
 Transcripts are read from the search projection's table and, past its position, from the log
@@ -28,6 +28,7 @@ from .runner import ProjectionRunner
 from .ledger_views import DeliveryRow, OwedDelivery
 from .leases_views import LeaseRow
 from .queue_views import ItemRef, QueueDepth, QueueItemRow
+from .search_hit import SearchHit
 
 
 def message_row(e: Any) -> dict[str, Any]:
@@ -208,8 +209,8 @@ class Views:
             except sqlite3.DatabaseError:
                 return None  # damaged: the log holds every message
 
-    def search(self, query: str, **filters: Any) -> list[dict[str, Any]]:
-        return search_query.run(self.runner, query, **filters)
+    def search(self, query: str, **filters: Any) -> list[SearchHit]:
+        return [SearchHit(**hit) for hit in search_query.run(self.runner, query, **filters)]
 
     # -- the log itself ----------------------------------------------------------------------
 

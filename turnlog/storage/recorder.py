@@ -23,17 +23,13 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQ
 
 from ..domain.chain import GENESIS, as_hex, link, seal_of
 from .checkpointer import WRITER_AUTOCHECKPOINT_PAGES, WalCheckpointer, background_checkpoints
-from ..errors import StoreError
+from ..errors import ChainBroken
 
 CHAIN_TABLES = (
     "CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash BLOB NOT NULL)",  # 16 raw bytes
     "CREATE TABLE IF NOT EXISTS chain_meta (id INTEGER PRIMARY KEY CHECK (id = 1), sealed_from INTEGER NOT NULL)",
 )
 ADOPT_BATCH = 5000
-
-
-class ChainBroken(StoreError):
-    """The log no longer matches its chain in a way a writer must not paper over."""
 
 
 def _shortened(head_position: int, first: int) -> ChainBroken:

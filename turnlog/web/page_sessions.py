@@ -44,7 +44,7 @@ def sessions(v: Snapshot, params: dict[str, str]) -> Result:
     hits: dict[str, dict[str, Any]] = {}
     if q:
         for hit in t.search(q, platform=platform or None, limit=100):
-            hits.setdefault(hit["session_id"], hit)
+            hits.setdefault(hit.session_id, hit.to_dict())
     rows = []
     everything = v.sessions().values()
     for s in everything:

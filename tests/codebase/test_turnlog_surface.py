@@ -1,0 +1,72 @@
+"""What a Turnlog offers is a short, pinned list: the methods a gateway or an operator calls, two
+groups (`turns`, `maintenance`) for the lower-level operations, two read-only properties, and the
+names kept one release for old callers. Its collaborators are private; every public method and
+property says what it does."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+import turnlog
+from turnlog import Maintenance, Turnlog, TurnOperations
+
+METHODS = {
+    # the gateway loop
+    "accept", "command", "handle_message", "next_batch_due", "pending_inbound", "run_due_batches", "run_next",
+    # routing and session flags
+    "clear_resume_pending", "get_or_create_session", "mark_resume_pending", "routing_key", "suspend",
+    "switch_session",
+    # the gateway's lifecycle and recovery
+    "drain", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status", "stop_gateway",
+    "sweep_deliveries",
+    # reads, audit and time travel
+    "at", "diff", "export", "export_routing", "fork", "history", "ledger", "queue", "routes", "search", "session",
+    "sessions", "transcript", "usage",
+    # Hermes homes, and the store itself
+    "close", "export_hermes", "import_hermes",
+}
+GROUPS = {"turns": TurnOperations, "maintenance": Maintenance}
+PROPERTIES = {"owner", "read_only"}  # what it was opened as, read-only
+
+# Deprecated names (one release): a DeprecationWarning, then the same behaviour as before.
+DEPRECATED_METHODS = {
+    "acquire_lease", "append_message", "attempt_delivery", "catch_up", "chain_report", "deliver", "doctor",
+    "lease_holder", "needs_compression", "projection_status", "projections_behind", "rebuild",
+    "rebuild_projections", "record_reply", "release_lease", "renew_lease", "rotate_session", "seal",
+    "settle_delivery", "show", "verify", "verify_chain",
+}
+DEPRECATED_ATTRIBUTES = {
+    "app", "batches", "chain", "clock", "config", "ctx", "deliveries", "forks", "gateway_name", "inbound",
+    "keeper", "location", "projections", "recovery", "rotation", "routing", "slash", "views",
+}
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name in vars(cls) if not name.startswith("_")}
+
+
+def test_the_class_offers_exactly_the_pinned_methods() -> None:
+    assert _public(Turnlog) == METHODS | PROPERTIES | DEPRECATED_METHODS | DEPRECATED_ATTRIBUTES
+    assert all(isinstance(vars(Turnlog)[name], property) for name in PROPERTIES)
+
+
+def test_an_open_turnlog_holds_no_public_attribute_but_its_groups(tmp_path) -> None:
+    with Turnlog(str(tmp_path / "t.db")) as t:
+        attributes = {name for name in vars(t) if not name.startswith("_")}
+        assert attributes == set(GROUPS)
+        for name, cls in GROUPS.items():
+            assert type(getattr(t, name)) is cls
+
+
+@pytest.mark.parametrize("cls", [Turnlog, TurnOperations, Maintenance], ids=lambda c: c.__name__)
+def test_every_public_method_is_documented(cls: type) -> None:
+    undocumented = [name for name in _public(cls) if isinstance(vars(cls)[name], (property, types.FunctionType))
+                    and not inspect.getdoc(vars(cls)[name])]
+    assert not undocumented, f"{cls.__name__}: {sorted(undocumented)}"
+
+
+def test_the_groups_are_exported() -> None:
+    assert {cls.__name__ for cls in GROUPS.values()} <= set(turnlog.__all__)

@@ -1,0 +1,152 @@
+"""The lower-level operations of a turn, for a gateway that runs its own turn loop instead of
+`Turnlog.handle_message` / `run_next`: the session's turn lease, transcript writes fenced by it,
+and the delivery of a recorded reply. A Turnlog's `turns` group is an instance of this class.
+
+One turn, by hand:
+
+    token = t.turns.acquire_lease(session_id, session_key, timeout=5)
+    t.turns.append_message(token, "user", text)
+    history = t.turns.transcript(session_id)
+    message, delivery_id = t.turns.record_reply(token, reply, reply_to=source)
+    if delivery_id is not None:
+        t.turns.deliver(delivery_id, send)
+    t.turns.release_lease(token)
+
+Every write under a token is refused (StaleLease) once the lease moved on: taken over after a
+stall, revoked by /new or /stop, or moved to a child session by a compression rotation.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from dataclasses import dataclass
+from datetime import datetime
+import threading
+from typing import TYPE_CHECKING, Any
+
+from .commands.delivery import Attempt, DeliveryCommands, Sender
+from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
+from .commands.rotation import RotationCommands
+from .commands.runner import TurnRunner
+from .commands.turn import Turn, reply_obligation
+from .domain.source import SessionSource
+from .domain.transcript import MessageAppended
+from .projections.base import TypedRow
+
+
+@dataclass(frozen=True)
+class LeaseHolder(TypedRow):
+    """Who holds a session's turn lease, as the log says now: `expired` when its holder stopped
+    renewing it (another owner may take it over)."""
+    session_id: str
+    owner: str
+    owner_key: str | None
+    epoch: int
+    turn_id: str | None
+    expires_at: datetime | None
+    expired: bool
+
+
+class TurnOperations:
+    """The turn lease, fenced transcript writes and deliveries of one Turnlog (`t.turns`)."""
+
+    def __init__(self, leases: LeaseCommands, deliveries: DeliveryCommands, rotation: RotationCommands,
+                 runner: TurnRunner) -> None:
+        self._leases = leases
+        self._deliveries = deliveries
+        self._rotation = rotation
+        self._runner = runner
+
+    if not TYPE_CHECKING:  # a type checker refuses the old names instead of accepting any name
+        def __getattr__(self, name: str) -> Any:
+            # `t.turns` was the lease commands themselves before: their other names warn, then work.
+            if name.startswith("_"):
+                raise AttributeError(name)
+            found = getattr(self._leases, name)
+            warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use the methods"
+                          " of Turnlog.turns", DeprecationWarning, stacklevel=2)
+            return found
+
+    # -- the lease -----------------------------------------------------------------------
+
+    def begin_next(self, source: SessionSource, *, timeout: float | None = None,
+                   stop: threading.Event | None = None) -> Turn | None:
+        """Begin the key's next pending turn and return it (None: nothing waits), for a caller
+        that runs the agent itself, as the asyncio API does: the Turn's `keep`, `respond` and
+        `fail` finish it. Setting `stop` before the lease is ours gives the wait up and starts
+        nothing, so the message stays for the next run."""
+        return self._runner.begin_next(source, timeout=timeout, stop=stop)
+
+    def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
+                      *, actor: str | None = None, cause: str = "turn") -> LeaseToken:
+        """Take the session's turn lease for `owner_key` (the routing key the turn answers),
+        waiting up to `timeout` s; raises LeaseTimeout. The token carries the lease's epoch."""
+        return self._leases.acquire(session_id, owner_key, generation=generation, timeout=timeout, actor=actor,
+                                    cause=cause)
+
+    def renew_lease(self, token: LeaseToken) -> None:
+        """Extend the lease (every write under the token does this too); StaleLease if it moved on."""
+        self._leases.renew(token)
+
+    def release_lease(self, token: LeaseToken, outcome: str = "completed") -> bool:
+        """End the turn with `outcome`; False when the lease had already moved on."""
+        return self._leases.release(token, outcome)
+
+    def holder(self, session_id: str) -> LeaseHolder | None:
+        """Who holds the session's lease, read from the log; None when it is free."""
+        held = self._leases.holder(session_id)
+        return LeaseHolder(**held) if held is not None else None
+
+    # -- the transcript ------------------------------------------------------------------
+
+    def transcript(self, session_id: str, *, after: int | None = None, upto: int | None = None,
+                   limit: int | None = None, newest_first: bool = False) -> list[MessageAppended]:
+        """The session's messages as the log's events, by seq (what a responder is given as history);
+        `after`/`upto` bound the seq, `limit` with `newest_first` reads the latest ones."""
+        return self._leases.transcript(session_id, after=after, upto=upto, limit=limit, newest_first=newest_first)
+
+    def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
+                       **fields: Any) -> MessageRecord:
+        """Append to the token's session transcript; refused (StaleLease) if the lease moved on."""
+        return self._leases.append(token, role, content, cause=cause, **fields)
+
+    def record_reply(self, token: LeaseToken, content: str, *, reply_to: SessionSource | None = None,
+                     internal: bool = False, inbound_message_id: str | None = None,
+                     cause: str = "turn", **fields: Any) -> tuple[MessageRecord, uuid.UUID | None]:
+        """Append the assistant reply and, in the same transaction, its delivery obligation.
+
+        Returns the message and the delivery id (None when nothing is owed: silence on an internal turn).
+        """
+        seq = self._leases.next_seq(token)
+        event = self._leases.message_event(token, seq, "assistant", content, cause=cause, **fields)
+        obligation = reply_obligation(self._deliveries, token, seq, content, session_key=token.owner_key,
+                                      reply_to=reply_to.to_dict() if reply_to is not None else None,
+                                      internal=internal, inbound_message_id=inbound_message_id, cause=cause)
+        position = self._leases.fenced_save(token, event, *([obligation] if obligation else []), last_seq=seq,
+                                            cause=cause)
+        return MessageRecord(token.session_id, seq, "assistant", position), (obligation.id if obligation else None)
+
+    def needs_compression(self, token: LeaseToken, *, prompt_tokens: int, context_length: int) -> bool:
+        """Whether the context should be compressed: 0.85 of the context, or 5000 messages, with
+        at least 4 messages."""
+        return self._rotation.needs_compression(token, prompt_tokens=prompt_tokens, context_length=context_length)
+
+    def rotate_session(self, token: LeaseToken, source: SessionSource) -> LeaseToken:
+        """Continue the conversation in a child session; returns the turn's token on the child."""
+        return self._rotation.rotate(token, source)
+
+    # -- deliveries ----------------------------------------------------------------------
+
+    def attempt_delivery(self, delivery_id: uuid.UUID) -> Attempt:
+        """Claim one send of a recorded reply: the attempt says what text to send and its number."""
+        return self._deliveries.attempt(delivery_id)
+
+    def settle_delivery(self, delivery_id: uuid.UUID, error: str | None = None) -> str:
+        """Record how the attempt ended (delivered, or failed with `error`); returns the new state
+        (delivered, failed, or abandoned after the last attempt)."""
+        return self._deliveries.settle(delivery_id, error=error).state
+
+    def deliver(self, delivery_id: uuid.UUID, send: Sender) -> str:
+        """Attempt, send and settle one delivery; returns its state."""
+        return self._deliveries.deliver(delivery_id, send).state
