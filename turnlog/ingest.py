@@ -33,7 +33,7 @@ import orjson
 from .api import Turnlog
 from .clock import ManualClock, SystemClock, parse_aware_time
 from . import SLASH_COMMANDS, parse_command
-from .domain.inbox import Inbox, InboxItem, inbox_id
+from .domain.inbox import InboxItem
 from .domain.source import SessionSource
 from .errors import GatewayStillRunning, TurnlogError
 
@@ -199,12 +199,10 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
 def _settle_earlier_runs(t: Turnlog, gateway: str) -> None:
     """Settle the replies earlier runs of this ingest still owed. Not the whole ledger's sweep: a
     reply another gateway owes must reach its user, not this replay's no-op send."""
-    record = t._recovery.gateway(gateway)
-    boots = [b["boot_id"] for b in record.boots if b["boot_id"] != t.owner] if record is not None else []
+    boots = [b.boot_id for b in t.boots(gateway) if b.boot_id != t.owner]
     if not boots:
         return
-    t.maintenance.catch_up()
-    for row in t._views.owed_deliveries():
+    for row in t.status(gateway).pending_deliveries:
         if row.owner not in boots:
             continue
         try:
@@ -247,44 +245,20 @@ def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str
     """The records whose message did not end in an answered item, with what became of it."""
     if not records:
         return []
-    by_inbox: dict[str, list[Record]] = {}
+    by_route: dict[str, list[Record]] = {}
     for record in records:
-        route_id = t._routing.routing_key(record.source).route_id
-        by_inbox.setdefault(str(inbox_id(route_id)), []).append(record)
-    fates: dict[tuple[str, str], tuple[str, str | None, str]] = {}
-    for inbox in by_inbox:
-        for message_id, item_fate in _fates_of_messages(t, UUID(inbox)).items():
-            fates[(inbox, message_id)] = item_fate
+        by_route.setdefault(t.route_id(record.source), []).append(record)
     out = []
-    for inbox, mine in by_inbox.items():
+    for mine in by_route.values():
+        fates = {fate.message_id: fate for fate in t.message_fates(mine[0].source)}
         for record in mine:
-            fate = fates.get((inbox, record.source.message_id or ""))
+            fate = fates.get(record.source.message_id or "")
             if fate is None:
                 out.append((record.line, "its message was refused as a repeat of another text: no turn ran it"))
-            elif fate[:2] != ("completed", "answered"):
-                state = fate[0] if fate[1] is None else f"{fate[0]} ({fate[1]})"
-                out.append((record.line, f"its item {fate[2]} is {state}"))
+            elif (fate.state, fate.outcome) != ("completed", "answered"):
+                state = fate.state if fate.outcome is None else f"{fate.state} ({fate.outcome})"
+                out.append((record.line, f"its item {fate.item_id} is {state}"))
     return sorted(out)
-
-
-def _fates_of_messages(t: Turnlog, inbox: UUID) -> dict[str, tuple[str, str | None, str]]:
-    """message id -> (state, outcome, item id) of the item it went into, read from the inbox's own
-    events: the queue read model keeps only the items still waiting or running."""
-    item_of: dict[str, str] = {}
-    fate: dict[str, tuple[str, str | None]] = {}
-    for event in t._app.events.get(inbox):
-        if isinstance(event, Inbox.Accepted):
-            item = event.merged_into or event.item_id
-            if event.message_id is not None:
-                item_of[event.message_id] = item
-            fate.setdefault(item, ("pending", None))
-        elif isinstance(event, Inbox.Started):
-            fate[event.item_id] = ("started", None)
-        elif isinstance(event, Inbox.Completed):
-            fate[event.item_id] = ("completed", event.outcome)
-        elif isinstance(event, Inbox.Dropped):
-            fate.update({item: ("dropped", event.reason) for item in event.item_ids})
-    return {message_id: (*fate[item], item) for message_id, item in item_of.items() if item in fate}
 
 
 def read_lines(stream: Iterable[Any]) -> Iterator[Any]:
