@@ -6,19 +6,17 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from ..api import Turnlog
-from ..errors import InvalidRequest, NotFound
+from .. import InvalidRequest, NotFound, Turnlog
 from .html import Markup, table, tag
 from .snapshot import Snapshot
 from .viewer import Job, Result, Viewer
-from . import log_queries
 
 CHECKS = ("verify", "chain")
 
 
 def integrity(v: Snapshot, params: dict[str, str]) -> Result:
     jobs = [j.to_dict() for j in v.checks.values()]
-    data = {"head": log_queries.head(v.t), "projections_in_file": v.status_at_open,
+    data = {"head": v.t.maintenance.log_head(), "projections_in_file": v.status_at_open,
             "projections_now": v.t.projection_status(), "checks": jobs}
     body = Markup(
         tag("p", f"log head #{data['head']}")

@@ -7,11 +7,10 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest
+from .. import InvalidRequest
 from .html import Markup, join, link, session_href, table, tag, text, url
 from .snapshot import Snapshot
 from .viewer import Result
-from . import log_queries
 
 PAGE_SIZE = 100
 STATES = ("active", "ended", "suspended", "resume_pending")
@@ -193,7 +192,7 @@ def parse_position(v: Snapshot, raw: str) -> int:
     text_ = raw.strip().removeprefix("#")
     if not text_.isdigit():
         raise InvalidRequest(f"bad log position {raw!r} (expected #N)")
-    position, head = int(text_), log_queries.head(v.t)
+    position, head = int(text_), v.t.maintenance.log_head()
     if not 1 <= position <= head:
         raise InvalidRequest(f"log position {position} is outside the log (1..{head})")
     return position
@@ -207,7 +206,7 @@ def session_at(v: Snapshot, session_id: str, raw_position: str, params: dict[str
     state = asof.session(session_id)
     data = {"session_id": session_id, "position": position, "at": asof.at, "session": state,
             "lease": asof.lease(session_id), "ledger": asof.ledger(session=session_id),
-            "messages": len(asof.transcript(session_id)), "events": log_queries.events_around(t, position, 5, 5)}
+            "messages": len(asof.transcript(session_id)), "events": [e.to_dict() for e in t.events_around(position, before=5, after=5)]}
     return Result(f"Session {session_id} as of #{position}", data, _at_body(data))
 
 
