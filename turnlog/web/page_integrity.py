@@ -17,7 +17,7 @@ CHECKS = ("verify", "chain")
 def integrity(v: Snapshot, params: dict[str, str]) -> Result:
     jobs = [j.to_dict() for j in v.checks.values()]
     data = {"head": v.t.maintenance.log_head(), "projections_in_file": v.status_at_open,
-            "projections_now": v.t.projection_status(), "checks": jobs}
+            "projections_now": [p.to_dict() for p in v.t.maintenance.projection_status()], "checks": jobs}
     body = Markup(
         tag("p", f"log head #{data['head']}")
         + tag("h2", "Read models in the file (as opened)")
@@ -43,7 +43,7 @@ def start_check(v: Viewer, check: str) -> tuple[Job, bool]:
 
 def _steps(t: Turnlog, check: str) -> list[tuple[str, Callable[[], Any]]]:
     if check == "verify":
-        return [(p["name"], functools.partial(t.verify, [p["name"]])) for p in t.projection_status()]
+        return [(p.name, functools.partial(t.maintenance.verify, [p.name])) for p in t.maintenance.projection_status()]
     return [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
 
 

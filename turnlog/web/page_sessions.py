@@ -7,13 +7,17 @@ from typing import Any
 
 import orjson
 
-from .. import InvalidRequest
+from .. import InvalidRequest, LeaseHolder
 from .html import Markup, join, link, session_href, table, tag, text, url
 from .snapshot import Snapshot
 from .viewer import Result
 
 PAGE_SIZE = 100
 STATES = ("active", "ended", "suspended", "resume_pending")
+
+
+def _lease(holder: LeaseHolder | None) -> dict[str, Any] | None:
+    return holder.to_dict() if holder is not None else None
 
 
 def _state(s: dict[str, Any]) -> str:
@@ -133,7 +137,7 @@ def session(v: Snapshot, session_id: str, params: dict[str, str]) -> Result:
     usage: dict[str, int] = {}
     for m in messages:
         usage[m["role"]] = usage.get(m["role"], 0) + (m["token_count"] or 0)
-    data = {"session": s, "lease": t.lease_holder(session_id), "messages": messages,
+    data = {"session": s, "lease": _lease(t.turns.holder(session_id)), "messages": messages,
             "token_usage": {"by_role": usage, "total": sum(usage.values()),
                             "tool_calls": sum(len(m["tool_calls"] or []) for m in messages)},
             "lineage": {"ancestors": ancestors, "descendants": children, "route_changes": switches},

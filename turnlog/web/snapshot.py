@@ -24,7 +24,7 @@ class Snapshot:
         self.users = 0
         self.closed = False
         # What the file held when it was opened, before this viewer caught anything up.
-        self.status_at_open = self.t.projection_status()
+        self.status_at_open = [p.to_dict() for p in self.t.maintenance.projection_status()]
         self.opened_at = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
         self.head_at_open = self.t.maintenance.log_head()
 
