@@ -27,7 +27,7 @@ ingest` cleans up after a killed one; the next ingest also finishes the killed o
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
@@ -103,6 +103,7 @@ def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Rec
     raw_source = data.get("source")
     if not isinstance(raw_source, dict):
         raise RecordError("source must be an object")
+    _check_source_types(raw_source)
     try:
         source = SessionSource.from_dict(raw_source)
     except (ValueError, TypeError, KeyError) as e:
@@ -122,10 +123,26 @@ def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Rec
         if not isinstance(data["message_id"], (str, int)) or isinstance(data["message_id"], bool) \
                 or not str(data["message_id"]).strip():
             raise RecordError("message_id must be a non-empty string")
-        source.message_id = str(data["message_id"])
+        try:
+            source.message_id = str(data["message_id"])
+        except ValueError as e:  # the id rule every source field obeys (control characters, length)
+            raise RecordError(str(e)) from None
     elif not source.message_id:
         source.message_id = line_id(origin, line_no, op, raw_source, text, data.get("at"))
     return Record(line_no, op, source, text, at, reply)
+
+
+# The text fields of a source (ids and names); a flag such as auto_thread_created is read as a truth value.
+_TEXT_FIELDS = tuple(f.name for f in fields(SessionSource) if "str" in str(f.type))
+
+
+def _check_source_types(raw: dict[str, Any]) -> None:
+    """Ids are strings, or integers as some platforms send them: true, 1.5 or a list would become
+    a key such as `dm:True` that no later message of that chat can reach."""
+    for name in _TEXT_FIELDS:
+        value = raw.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            raise RecordError(f"bad source: {name} must be a string or an integer, not {_quote(value)}")
 
 
 def line_id(origin: str, line_no: int, op: str, source: dict[str, Any], text: str, at: Any) -> str:
