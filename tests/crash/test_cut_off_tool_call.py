@@ -1,7 +1,7 @@
 """Issue 19 item 21: a gateway SIGKILLed between an assistant tool call and its result.
 
 The child's agent streams an assistant message with tool_calls (saved before the generator is
-advanced, commands/replies.py), then signals the parent, which kills it while "the tool runs".
+advanced, commands/turn.py), then signals the parent, which kills it while "the tool runs".
 After the restart, recovery records a tool result for the cut-off call, so the history the
 resumed agent is handed has the shape model APIs accept: the call answered right after its
 assistant message, before the resume note.

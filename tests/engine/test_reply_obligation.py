@@ -1,4 +1,4 @@
-"""One rule for what a reply owes (commands/replies.py): the gateway's turn path and
+"""One rule for what a reply owes (commands/turn.py): the gateway's turn path and
 `Turnlog.record_reply` (a gateway running its own loop) record the same delivery for the same reply."""
 
 from __future__ import annotations

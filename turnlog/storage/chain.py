@@ -1,7 +1,7 @@
 """Verifying the hash chain over the stored log: tamper evidence for the public record.
 
 On SQLite the recorder seals each event in the transaction that writes it
-(commands/recorder.py), so verification only reads: it recomputes every link from the log and
+(storage/recorder.py), so verification only reads: it recomputes every link from the log and
 names each position whose event was edited, deleted, moved, or is not sealed at all (a forged
 insert, a shortened or dropped chain). A PostgreSQL log is still sealed after the fact by
 `seal()`, from the read-model file.
