@@ -21,6 +21,8 @@ from harness import never_called, procs
 from harness.log import events
 from turnlog import ManualClock, SessionSource, Turnlog
 
+from chat import alice
+
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 PREFIX = "♻️ Recovered reply"
 GW = "main"
@@ -29,15 +31,6 @@ NOTES = {"restart": "a gateway restart", "shutdown": "a gateway shutdown"}
 
 def boot(db: Path, minutes: float) -> Turnlog:
     return Turnlog(db, clock=ManualClock(T0 + timedelta(minutes=minutes)))
-
-
-def alice(message_id: str | None = None) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
-
-
-@pytest.fixture()
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.db"
 
 
 # A gateway whose agent is busy in a worker thread when the main thread drains, then exits.

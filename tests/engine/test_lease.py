@@ -10,19 +10,15 @@ import pytest
 
 from turnlog import EngineConfig, LeaseTimeout, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
 
+from chat import ALICE
+
 TTL = 30.0
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB_GROUP = SessionSource(platform="telegram", chat_type="group", chat_id="-100", user_id="7")
 
 
 @pytest.fixture
 def clock():
     return ManualClock()
-
-
-@pytest.fixture
-def db(tmp_path):
-    return str(tmp_path / "turnlog.db")
 
 
 @pytest.fixture

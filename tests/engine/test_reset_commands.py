@@ -6,13 +6,10 @@ import pytest
 
 from turnlog import (InvalidRequest, SessionSource, StaleLease)
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE, echo
+
 RECOVERED_PREFIX = "♻️ Recovered reply — the gateway restarted during delivery, so this may be a duplicate:\n\n"
 SILENCE_NOTICE = "The agent returned only a silence marker, so there is no reply to this message."
-
-
-def echo(history, item):
-    return f"re: {item.text}"
 
 
 class Outbox:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
 
 from harness import never_called, procs
 from harness.adapter import read_sent
@@ -32,11 +31,6 @@ def source(platform: str, chat_id: str, message_id: str | None = None) -> Sessio
 
 def refuse(text):
     raise ConnectionError("platform API unavailable")
-
-
-@pytest.fixture()
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.db"
 
 
 # Each child sends through the fake adapter (one fsynced line per send) and is killed inside the send.

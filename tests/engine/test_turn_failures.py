@@ -2,9 +2,9 @@
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+from turnlog import ManualClock, SequentialIds, StaleLease, Turnlog
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
 
 
 @pytest.fixture
