@@ -17,15 +17,9 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.storage.event_compressor import compact, inflate
 from turnlog.storage.chain import ChainBreak
 
+from chat import alice, echo
+
 KEY = "agent:main:telegram:dm:42"
-
-
-def alice(message_id: str) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
-
-
-def echo(history, item) -> str:
-    return f"re: {item.text}"
 
 
 def open_log(db: Path, minute: int = 0) -> Turnlog:
@@ -79,6 +73,7 @@ def verify(db: Path) -> list[ChainBreak]:
         return t.verify_chain()
 
 
+# Not conftest's `db`: a Path to a log already holding three sealed turns (the sqlite3 helpers read it).
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "gateway.db"

@@ -15,10 +15,10 @@ import pytest
 
 from key_race import run
 from postgres_server import create_database, server
-from turnlog import LeaseTimeout, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+from turnlog import LeaseTimeout, ManualClock, SequentialIds, StaleLease, Turnlog
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
-BOB = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
+from chat import ALICE, BOB
+
 PROCESSES, ROUNDS = 4, 8
 _names = itertools.count()
 
