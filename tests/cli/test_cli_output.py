@@ -19,14 +19,13 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from harness.cli import ok, run
 from turnlog.cli import main
 
+from chat import ALICE
+
 OUTPUT_FLAGS = {"--table", "--json", "--nl", "--csv"}
 SERVERS = {"turnlog web"}  # serves pages until stopped: prints no listing to format
 ESC_TEXT = "look \x1b[2J\x1b]0;pwned\x07 here"  # clear screen, set the window title, bell
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="telegram", chat_id="43", user_id="43", user_name="bob")
 KEY = "agent:main:telegram:dm:42"
-
-
 
 
 def commands(group: click.Group, prefix: str = "turnlog"):
