@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from turnlog import EngineConfig, ManualClock, SequentialIds, Turnlog
+from turnlog import EngineConfig, ManualClock, Turnlog
 from turnlog.aio import AsyncTurnlog
 
 from chat import alice
@@ -37,10 +37,8 @@ def clock():
 
 
 @pytest.fixture
-def t(db, clock):
-    config = EngineConfig(lease_ttl_s=TTL_S, lease_timeout_s=600)
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a", config=config) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog(owner="gateway-a", config=EngineConfig(lease_ttl_s=TTL_S, lease_timeout_s=600))
 
 
 def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):

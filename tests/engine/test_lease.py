@@ -22,15 +22,12 @@ def clock():
 
 
 @pytest.fixture
-def engines(db, clock):
+def engines(make_turnlog):
     """Two engines on one file (two 'processes') sharing one manual clock."""
     config = EngineConfig(lease_ttl_s=TTL, lease_timeout_s=0.05)
     ids = SequentialIds()
-    a = Turnlog(db, clock=clock, session_ids=ids, config=config, owner="gateway-a")
-    b = Turnlog(db, clock=clock, session_ids=ids, config=config, owner="gateway-b")
-    yield a, b
-    a.close()
-    b.close()
+    return (make_turnlog(session_ids=ids, config=config, owner="gateway-a"),
+            make_turnlog(session_ids=ids, config=config, owner="gateway-b"))
 
 
 def _session(t, source=ALICE):

@@ -2,15 +2,14 @@
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, StaleLease, Turnlog
+from turnlog import StaleLease
 
 from chat import alice
 
 
 @pytest.fixture
-def t(tmp_path):
-    with Turnlog(tmp_path / "r.db", clock=ManualClock(), session_ids=SequentialIds()) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog()
 
 
 def test_hygiene_thresholds_need_four_messages_then_85_percent_of_the_context(t):

@@ -2,18 +2,14 @@
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, StaleLease, Turnlog
+from turnlog import StaleLease
 
 from chat import ALICE
 
 
 @pytest.fixture
-def engines(tmp_path):
-    clock = ManualClock()
-    db = str(tmp_path / "turnlog.db")
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a") as a, \
-            Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-b") as b:
-        yield a, b
+def engines(make_turnlog):
+    return make_turnlog(owner="gateway-a"), make_turnlog(owner="gateway-b")
 
 
 @pytest.mark.parametrize("command", ["/stop", "/new"])

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from turnlog import ManualClock, NotFound, SequentialIds, SessionSource, Turnlog
+from turnlog import ManualClock, NotFound, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
 from chat import alice, echo
@@ -37,9 +37,8 @@ def epoch(iso: str) -> float:
 
 
 @pytest.fixture
-def t(db: Path):
-    with Turnlog(db, clock=ManualClock(T0), session_ids=SequentialIds(), owner="gw-1") as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog(clock=ManualClock(T0), owner="gw-1")
 
 
 def at_second(t: Turnlog, second: int) -> str:

@@ -77,9 +77,8 @@ def db(tmp_path, clock):
 
 
 @pytest.fixture
-def t(db, clock):
-    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog()  # on this module's filled `db`
 
 
 def texts(hits) -> list[str]:
