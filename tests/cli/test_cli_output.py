@@ -19,7 +19,7 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from harness.cli import ok, run
 from turnlog.cli import main
 
-from chat import ALICE
+from chat import ALICE, reply_with
 
 OUTPUT_FLAGS = {"--table", "--json", "--nl", "--csv"}
 SERVERS = {"turnlog web"}  # serves pages until stopped: prints no listing to format
@@ -64,9 +64,9 @@ def test_every_command_takes_the_output_options_and_has_help_on_every_option():
 def filled(tmp_path) -> str:
     db = str(tmp_path / "t.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(ALICE, ESC_TEXT, lambda h, i: "reply \x1b[31mred\x1b[0m", lambda text: None)
-        t.handle_message(BOB, "hello", lambda h, i: "hi bob", lambda text: None)
-        t.handle_message(BOB, "again", lambda h, i: "hi again", lambda text: None)
+        t.handle_message(ALICE, ESC_TEXT, reply_with("reply \x1b[31mred\x1b[0m"), lambda text: None)
+        t.handle_message(BOB, "hello", reply_with("hi bob"), lambda text: None)
+        t.handle_message(BOB, "again", reply_with("hi again"), lambda text: None)
         t.mark_resume_pending(KEY, "boom\x07\x1b[1A")
     return db
 

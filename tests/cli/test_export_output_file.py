@@ -12,7 +12,7 @@ from click.testing import Result
 from turnlog import ManualClock, SequentialIds, Turnlog
 from harness.cli import run
 
-from chat import alice
+from chat import alice, reply_with
 
 KEY = "agent:main:telegram:dm:42"
 COMMANDS = {"export": ["export", KEY], "export-routing": ["export-routing"]}
@@ -30,7 +30,7 @@ def one_line_error(result: Result, mentions: str) -> None:
 def db(tmp_path) -> str:
     path = str(tmp_path / "t.db")
     with Turnlog(path, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(alice(), "hello", lambda h, i: "hi", lambda text: None)
+        t.handle_message(alice(), "hello", reply_with("hi"), lambda text: None)
     return path
 
 

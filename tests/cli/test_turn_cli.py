@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from turnlog import ManualClock, SequentialIds, Turnlog
 from turnlog.cli import main
 
-from chat import alice
+from chat import alice, reply_with
 
 KEY = "agent:main:telegram:dm:42"
 
@@ -19,7 +19,7 @@ def invoke(*args):
 def test_show_ledger_and_queue(tmp_path):
     db = str(tmp_path / "c.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        session_id = t.handle_message(alice("m1"), "hello", lambda h, i: "hi alice", lambda text: None)[0].session_id
+        session_id = t.handle_message(alice("m1"), "hello", reply_with("hi alice"), lambda text: None)[0].session_id
         t.command(alice("m1"), "/queue later please")
 
     show = invoke("--db", db, "show", KEY, "--json")

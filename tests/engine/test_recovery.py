@@ -24,7 +24,7 @@ from harness.log import event_count, events
 from turnlog import EngineConfig, ManualClock, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
-from chat import alice
+from chat import alice, reply_with
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 PREFIX = "♻️ Recovered reply"
@@ -120,7 +120,7 @@ def test_a_boot_is_recorded_with_its_boot_id_pid_host_and_time(db):
 def test_a_clean_stop_lets_the_next_start_skip_recovery(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    first.handle_message(alice("m1", user_name="alice"), "hello", lambda h, i: "hi", lambda text: None)
+    first.handle_message(alice("m1", user_name="alice"), "hello", reply_with("hi"), lambda text: None)
     first.stop_gateway()
     assert first.status(GW)["last_boot"]["ended_clean"] is True
     [stopped] = events(first, "GatewayStopped")
@@ -210,7 +210,7 @@ def test_an_interrupted_turn_survives_a_long_crash_loop_of_later_boots(db):
     t.stop_gateway()
     later = boot(db, 10)
     later.start_gateway(GW)
-    assert [o.session_id for o in later.resume_interrupted(lambda h, i: "back", lambda text: None)] == \
+    assert [o.session_id for o in later.resume_interrupted(reply_with("back"), lambda text: None)] == \
         [killed.data["session_id"]]
 
 
@@ -370,7 +370,7 @@ def test_a_resume_racing_an_inbound_turn_does_not_answer_twice(db):
     def agent(history, item):
         resumed.append(history[-1].session_id)
         if history[-1].session_id == first:
-            other.handle_message(bob, "are you there?", lambda h, i: "yes, here", lambda text: None)
+            other.handle_message(bob, "are you there?", reply_with("yes, here"), lambda text: None)
         return "resumed"
 
     outcomes = t.resume_interrupted(agent, lambda text: None)
@@ -399,7 +399,7 @@ def test_three_interrupted_turns_in_a_row_suspend_the_session(db):
     assert t.resume_interrupted(never_called, never_called) == []
     assert t.queue(alice(user_name="alice")) == []
     # The user gets a clean start: the next message opens a new session and is answered.
-    [outcome] = t.handle_message(alice("m2", user_name="alice"), "hello again", lambda h, i: "fresh start", lambda text: None)
+    [outcome] = t.handle_message(alice("m2", user_name="alice"), "hello again", reply_with("fresh start"), lambda text: None)
     assert outcome.session_id != session_id and outcome.reason == "suspended"
 
 
@@ -426,7 +426,7 @@ def test_a_completed_turn_in_between_resets_the_count(db):
     t = boot(db, 4)
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "resume_pending"  # two interrupted turns in a row so far
-    [done] = t.resume_interrupted(lambda h, i: "done at last", lambda text: None)
+    [done] = t.resume_interrupted(reply_with("done at last"), lambda text: None)
     assert done.delivery_state == "delivered"
     t.stop_gateway()
 
@@ -508,7 +508,7 @@ def test_only_the_three_restart_reasons_are_auto_resumed(db):
     t.start_gateway(GW)
     expected = [ids["restart_timeout"], ids["shutdown_timeout"], ids["restart_interrupted"]]
     assert [c["session_id"] for c in t.resume_candidates()] == expected
-    outcomes = t.resume_interrupted(lambda h, i: "back", lambda text: None)
+    outcomes = t.resume_interrupted(reply_with("back"), lambda text: None)
     assert [o.session_id for o in outcomes] == expected
     left = {r["session_id"]: r["resume_reason"] for r in t.status(GW)["resume_pending"]}
     assert left == {ids["operator"]: "operator", ids["compression_failed"]: "compression_failed",
@@ -524,7 +524,7 @@ def test_a_marker_older_than_the_freshness_window_is_not_auto_resumed(db):
     t.clock.advance(seconds=600)  # stale: 601 s old; fresh: exactly 600 s old
     t.start_gateway(GW)
     assert [c["session_id"] for c in t.resume_candidates()] == [fresh]
-    assert [o.session_id for o in t.resume_interrupted(lambda h, i: "back", lambda text: None)] == [fresh]
+    assert [o.session_id for o in t.resume_interrupted(reply_with("back"), lambda text: None)] == [fresh]
     assert [r["session_id"] for r in t.status(GW)["resume_pending"]] == [stale]
 
 
@@ -547,7 +547,7 @@ def test_the_boot_storm_guard_skips_auto_resume_and_keeps_sessions_resume_pendin
 
     t = Turnlog(db, clock=ManualClock(T0 + timedelta(seconds=200)))
     assert t.start_gateway(GW).boot_storm is False
-    assert [o.session_id for o in t.resume_interrupted(lambda h, i: "back", lambda text: None)] == [session_id]
+    assert [o.session_id for o in t.resume_interrupted(reply_with("back"), lambda text: None)] == [session_id]
 
 
 # -- 7. the CLI: status and recover ---------------------------------------------------------------

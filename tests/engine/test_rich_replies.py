@@ -11,7 +11,7 @@ import pytest
 from harness import procs
 from turnlog import InvalidRequest, ManualClock, ReplyMessage, SessionSource, Turnlog, Usage
 
-from chat import alice
+from chat import alice, reply_with
 
 
 def call(n: int) -> dict:
@@ -59,7 +59,7 @@ def test_a_list_reply_and_a_plain_string_reply(tmp_path):
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
         sent: list[str] = []
         t.handle_message(alice("m1"), "one", lambda h, i: [{"role": "assistant", "content": "a list answer"}], sent.append)
-        t.handle_message(dataclasses.replace(alice("m1"), message_id="m2"), "two", lambda h, i: "a plain answer", sent.append)
+        t.handle_message(dataclasses.replace(alice("m1"), message_id="m2"), "two", reply_with("a plain answer"), sent.append)
         assert sent == ["a list answer", "a plain answer"]
 
 

@@ -25,7 +25,7 @@ from harness import procs
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
-from chat import alice, echo
+from chat import alice, collect, echo
 
 KEY = "agent:main:telegram:dm:42"
 BEFORE_NEW = "2026-03-01T10:03:30+00:00"  # after the 3rd turn on S1, before /new
@@ -108,7 +108,7 @@ def sc(tmp_path_factory) -> Scenario:
     clock = ManualClock("2026-03-01T10:10:00+00:00")
     t = Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gw-2")
     boot = t.start_gateway("main")
-    assert t.sweep_deliveries(lambda target, text: sent.append(text)).delivered == []
+    assert t.sweep_deliveries(collect(sent)).delivered == []
     clock.advance(1)
     outcomes = t.resume_interrupted(resumed, sent.append)
     clock.advance(1)

@@ -17,7 +17,7 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.storage.event_compressor import compact, inflate
 from turnlog.storage.chain import ChainBreak
 
-from chat import alice, echo
+from chat import alice, echo, reply_with
 
 KEY = "agent:main:telegram:dm:42"
 
@@ -199,7 +199,7 @@ def test_verify_chain_cli_names_an_edited_event_and_passes_when_untouched(tmp_pa
         source = SessionSource(platform="telegram", chat_type="dm", chat_id="1", user_id="1")
         for n in range(3):
             source.message_id = f"m{n}"
-            t.handle_message(source, f"q{n}", lambda history, item: "a", lambda text: None)
+            t.handle_message(source, f"q{n}", reply_with("a"), lambda text: None)
         t.seal()
     runner = CliRunner()
     clean = runner.invoke(main, ["--db", db, "verify", "--chain"])
