@@ -1,5 +1,5 @@
 """A throwaway PostgreSQL server for the tests: initdb into a temporary folder, listening only on
-a Unix socket there, stopped at the end. Uses the Debian binaries (.ci/run installs them).
+a Unix socket there, stopped at the end. Uses the Debian binaries (scripts/test installs them).
 
 As root, the server runs as the `postgres` user (PostgreSQL refuses to run as root).
 """
@@ -38,7 +38,7 @@ def server() -> Iterator[str]:
     """Yields a URL prefix `postgresql://postgres@<socket dir>:<port>/`; add a database name."""
     bin_dir = binaries()
     if bin_dir is None:
-        raise RuntimeError("PostgreSQL's initdb was not found: install the postgresql package (.ci/run does)")
+        raise RuntimeError("PostgreSQL's initdb was not found: install the postgresql package (scripts/test does)")
     home = Path(tempfile.mkdtemp(prefix="turnlog-pg-"))
     data, sock = home / "data", home
     as_user: list[str] = []

@@ -15,6 +15,7 @@ from .commands.keeper import CancelToken, RunningTurn, current_turn
 from .commands.recovery import BootReport, RecoveryReport, SweepReport
 from .commands.routing import RouteResult
 from .commands.lease import LeaseToken, MessageRecord
+from .commands.message_fates import MessageFate
 from .commands.slash import COMMANDS as SLASH_COMMANDS, CommandResult, parse_command
 from .commands.turn import TurnOutcome
 from .config import EngineConfig, TextBatching
@@ -38,7 +39,8 @@ from .projections.routing_views import RouteRow, SessionRow
 from .projections.search_hit import SearchHit
 from .projections.leases_views import LeaseRow
 from .projections.ledger_views import LedgerEntry, OwedDelivery
-from .projections.queue_views import QueueItemRow
+from .projections.log_window import LogEvent, TurnSpan
+from .projections.queue_views import QueueDepth, QueueItemRow
 from .storage.chain import ChainBreak, ChainReport
 from .storage.local_file import LocalFile, local_file
 from .timetravel import AsOf
@@ -81,9 +83,11 @@ __all__ = [
     "LedgerEntry",
     "local_file",
     "LocalFile",
+    "LogEvent",
     "Maintenance",
     "ManualClock",
     "MessageAppended",
+    "MessageFate",
     "MessageRecord",
     "NotFound",
     "OwedDelivery",
@@ -91,6 +95,7 @@ __all__ = [
     "Platform",
     "ProjectionCorrupt",
     "ProjectionPosition",
+    "QueueDepth",
     "QueueFull",
     "QueueItemRow",
     "ReadOnlyDatabase",
@@ -124,6 +129,7 @@ __all__ = [
     "TurnlogError",
     "TurnOperations",
     "TurnOutcome",
+    "TurnSpan",
     "TypedRow",
     "UnreadableEvent",
     "Usage",

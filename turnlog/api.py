@@ -26,6 +26,7 @@ from .commands.runner import TurnRunner
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
+from .commands.message_fates import MessageFate, message_fates
 from .commands.turn import Responder, TurnOutcome, TurnParts, reply_obligation
 from .storage import backend as storage_backend
 from .turn_operations import TurnOperations
@@ -51,10 +52,12 @@ from .projections.ledger import LedgerProjection
 from .projections.ledger_views import LedgerEntry
 from .projections.leases import LeasesProjection
 from .projections.queue import QueueProjection
-from .projections.queue_views import QueueItemRow
+from .projections.queue_views import QueueDepth, QueueItemRow
+from .projections import log_window
+from .projections.log_window import LogEvent, TurnSpan
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.search_hit import SearchHit
-from .gateway_status import GatewayStatus, ResumePendingSession, gateway_status
+from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, boot_summaries, gateway_status
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .projections.views import Views
@@ -284,6 +287,17 @@ class Turnlog:
         self.maintenance.catch_up()
         return self._views.queue(self._route_ids(key))
 
+    def queue_depths(self) -> list[QueueDepth]:
+        """Per routing key with items waiting or running, how many of each, by key."""
+        self.maintenance.catch_up()
+        return self._views.queue_depths()
+
+    def message_fates(self, source: SessionSource) -> list[MessageFate]:
+        """What became of each message (with a message id) accepted on the source's routing key:
+        the item it went into and that item's state, read from the log (the queue read model
+        forgets items once they end)."""
+        return message_fates(self._app, self._routing.routing_key(source).route_id)
+
     def ledger(self, status: str | None = None, *, limit: int | None = None) -> list[LedgerEntry]:
         """Every reply owed and how its delivery went, oldest first (only those in `status`, when
         given; at most `limit`, read no further)."""
@@ -367,6 +381,17 @@ class Turnlog:
         self.maintenance.catch_up()
         return gateway_status(name, self._recovery.gateway(name), self._views, lease_time(self._clock))
 
+    def gateways(self) -> list[str]:
+        """The names of the gateways that ever booted on this log."""
+        self.maintenance.catch_up()
+        return [self._app.repository.get(UUID(stream)).name
+                for stream in self._views.all_streams_of_kind("GatewayRegistered")]
+
+    def boots(self, name: str = "main") -> list[BootSummary]:
+        """The boots of gateway `name` that its record keeps, oldest first: the recent ones and
+        any older one still to be recovered (none: never started)."""
+        return boot_summaries(self._recovery.gateway(name))
+
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
     def routes(self) -> list[RouteRow]:
@@ -405,6 +430,17 @@ class Turnlog:
         return [HistoryEntry(**r, summary=summarize(r["event"], r["data"])) for r in rows]
 
     # -- audit and time travel -------------------------------------------------------------
+
+    def events_around(self, position: int, *, before: int = 8, after: int = 8) -> list[LogEvent]:
+        """The log's events at positions `position - before` .. `position + after`, each with its
+        time, name, actor, cause, session and a summary."""
+        self.maintenance.catch_up()
+        return log_window.events_around(self._projections, position, before, after)
+
+    def turn_spans(self) -> list[TurnSpan]:
+        """Every finished turn in the log: when its lease was taken and how long it was held."""
+        upto = self.maintenance.log_head()
+        return log_window.turn_spans(self._projections, upto)
 
     def at(self, when: str | int) -> AsOf:
         """The gateway as of a log position `#N` (or an int) or an ISO time."""
@@ -633,6 +669,11 @@ class Turnlog:
     def routing_key(self, source: SessionSource) -> str:
         """The session key string of a source (the key rule of domain/keys.py)."""
         return self._routing.routing_key(source).key
+
+    def route_id(self, source: SessionSource) -> str:
+        """The route id of a source's routing key: one route's name even where key strings of ids
+        holding ':' collide (every read that takes a key takes it too)."""
+        return str(self._routing.routing_key(source).route_id)
 
     # Names are resolved through the read models, caught up first (writable opens).
 

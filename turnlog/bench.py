@@ -77,7 +77,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     catch_up_t0 = time.perf_counter()
     t.maintenance.catch_up()
     catch_up_s = time.perf_counter() - catch_up_t0
-    events = t._projections.head()
+    events = t.maintenance.log_head()
     t.close()
     bytes_after = dir_bytes(home)
 

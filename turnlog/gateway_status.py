@@ -82,6 +82,12 @@ def gateway_status(name: str, gateway: Gateway | None, views: Views, now: dateti
     )
 
 
+def boot_summaries(gateway: Gateway | None) -> list[BootSummary]:
+    """The boots the gateway's aggregate keeps (the recent ones and any older one still to be
+    recovered), oldest first; none for a gateway never started."""
+    return [_summary(boot) for boot in gateway.boots] if gateway is not None else []
+
+
 def _summary(boot: dict[str, Any]) -> BootSummary:
     return BootSummary(
         **{k: boot[k] for k in ("boot_id", "pid", "host", "state", "drain_reason", "drain_timed_out", "recovered")},

@@ -13,9 +13,13 @@ in this process or in another one replaying at the same time, records it: messag
 one turn (a burst on one key) get their replies joined in order. An item that must run and has
 no recorded reply (a `/queue` item, say) is answered with the silence marker.
 
-A replay is idempotent: each record is accepted once per routing key by its message_id (a record
-without one is identified by its content: op, source, text and at), through the engine's durable
-dedup, so re-running a file, or an overlapping one after a kill, duplicates nothing. An ingest
+A replay is idempotent: each record is accepted once per routing key by its message_id, through
+the engine's durable dedup, so re-running a file, or an overlapping one after a kill, duplicates
+nothing. A record without a message_id is identified by where it stands (the file's resolved path,
+or `<stdin>`, and its line number) and by its content: "continue" on line 1 and on line 3 are two
+messages, a second `/new` is a second reset, and a re-run of the same file is still refused line by
+line. (An id-less record of a copy of the file under another path is a new record.) A refused
+record counts as a duplicate, never as applied. An ingest
 records a gateway boot (default name `ingest`), so the next ingest or `turnlog recover --gateway
 ingest` cleans up after a killed one; the next ingest also finishes the killed one's turns.
 """
@@ -23,7 +27,7 @@ ingest` cleans up after a killed one; the next ingest also finishes the killed o
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
@@ -33,11 +37,12 @@ import orjson
 from .api import Turnlog
 from .clock import ManualClock, SystemClock, parse_aware_time
 from . import SLASH_COMMANDS, parse_command
-from .domain.inbox import Inbox, InboxItem, inbox_id
+from .domain.inbox import InboxItem
 from .domain.source import SessionSource
 from .errors import GatewayStillRunning, TurnlogError
 
 OPS = ("message", "command")
+STDIN = "<stdin>"  # the origin of lines that come from no named file
 DEFAULT_GATEWAY = "ingest"
 # What a turn records when the item it runs has no recorded reply: the agent "chose" silence.
 NO_RECORDED_REPLY = "[SILENT]"
@@ -76,8 +81,9 @@ class IngestReport:
                 "replies_not_recorded": [{"line": n, "reason": r} for n, r in self.unrecorded]}
 
 
-def parse_record(line_no: int, line: str | bytes) -> Record | None:
-    """None for a blank line; RecordError naming the problem for anything else wrong."""
+def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Record | None:
+    """None for a blank line; RecordError naming the problem for anything else wrong. `origin`
+    names the file the line comes from: with the line number it identifies a record without an id."""
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -97,6 +103,7 @@ def parse_record(line_no: int, line: str | bytes) -> Record | None:
     raw_source = data.get("source")
     if not isinstance(raw_source, dict):
         raise RecordError("source must be an object")
+    _check_source_types(raw_source)
     try:
         source = SessionSource.from_dict(raw_source)
     except (ValueError, TypeError, KeyError) as e:
@@ -116,15 +123,32 @@ def parse_record(line_no: int, line: str | bytes) -> Record | None:
         if not isinstance(data["message_id"], (str, int)) or isinstance(data["message_id"], bool) \
                 or not str(data["message_id"]).strip():
             raise RecordError("message_id must be a non-empty string")
-        source.message_id = str(data["message_id"])
+        try:
+            source.message_id = str(data["message_id"])
+        except ValueError as e:  # the id rule every source field obeys (control characters, length)
+            raise RecordError(str(e)) from None
     elif not source.message_id:
-        source.message_id = content_id(op, raw_source, text, data.get("at"))
+        source.message_id = line_id(origin, line_no, op, raw_source, text, data.get("at"))
     return Record(line_no, op, source, text, at, reply)
 
 
-def content_id(op: str, source: dict[str, Any], text: str, at: Any) -> str:
-    """The id of a record that names none: the same record again is the same message."""
-    body = orjson.dumps([op, source, text, at], option=orjson.OPT_SORT_KEYS)
+# The text fields of a source (ids and names); a flag such as auto_thread_created is read as a truth value.
+_TEXT_FIELDS = tuple(f.name for f in fields(SessionSource) if "str" in str(f.type))
+
+
+def _check_source_types(raw: dict[str, Any]) -> None:
+    """Ids are strings, or integers as some platforms send them: true, 1.5 or a list would become
+    a key such as `dm:True` that no later message of that chat can reach."""
+    for name in _TEXT_FIELDS:
+        value = raw.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            raise RecordError(f"bad source: {name} must be a string or an integer, not {_quote(value)}")
+
+
+def line_id(origin: str, line_no: int, op: str, source: dict[str, Any], text: str, at: Any) -> str:
+    """The id of a record that names none. Its place (origin, line) keeps equal lines of one file
+    apart; its content keeps an edited file from passing a new line off as a repeat of an old one."""
+    body = orjson.dumps([origin, line_no, op, source, text, at], option=orjson.OPT_SORT_KEYS)
     return "ingest:" + hashlib.sha256(body).hexdigest()[:24]
 
 
@@ -167,8 +191,9 @@ def _nowhere(*args: Any) -> None:
 
 
 def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gateway: str = DEFAULT_GATEWAY,
-           on_line: Callable[[IngestReport], None] | None = None) -> IngestReport:
-    """Apply each line as it comes (a stream is read lazily), reporting and skipping bad ones."""
+           origin: str = STDIN, on_line: Callable[[IngestReport], None] | None = None) -> IngestReport:
+    """Apply each line as it comes (a stream is read lazily), reporting and skipping bad ones.
+    `origin`: the file the lines come from (see parse_record)."""
     report = IngestReport()
     try:
         t.start_gateway(gateway)  # recovers a killed earlier ingest of this name
@@ -180,10 +205,12 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
     for line_no, line in enumerate(lines, start=1):
         report.lines = line_no
         try:
-            record = parse_record(line_no, line)
+            record = parse_record(line_no, line, origin=origin)
             if record is not None:
-                _apply(t, clock, record, report)
-                report.applied += 1
+                if _apply(t, clock, record, report):
+                    report.applied += 1
+                else:
+                    report.duplicates += 1
                 if record.op == "message" and record.reply is not None:
                     replied.append(record)
         except Exception as e:  # noqa: BLE001 - one record's failure, whatever it is, never ends the run
@@ -199,12 +226,10 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
 def _settle_earlier_runs(t: Turnlog, gateway: str) -> None:
     """Settle the replies earlier runs of this ingest still owed. Not the whole ledger's sweep: a
     reply another gateway owes must reach its user, not this replay's no-op send."""
-    record = t._recovery.gateway(gateway)
-    boots = [b["boot_id"] for b in record.boots if b["boot_id"] != t.owner] if record is not None else []
+    boots = [b.boot_id for b in t.boots(gateway) if b.boot_id != t.owner]
     if not boots:
         return
-    t.maintenance.catch_up()
-    for row in t._views.owed_deliveries():
+    for row in t.status(gateway).pending_deliveries:
         if row.owner not in boots:
             continue
         try:
@@ -218,23 +243,25 @@ def _describe(e: Exception) -> str:
     return f"{type(e).__name__}: {text}"[:200] if text else type(e).__name__
 
 
-def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport) -> None:
+def _apply(t: Turnlog, clock: ReplayClock, record: Record, report: IngestReport) -> bool:
+    """False when the engine refused the record as a repeat (it is counted as a duplicate)."""
     clock.set(record.at or SystemClock().now())
     if record.op == "command":
-        t.command(record.source, record.text)
+        if t.command(record.source, record.text).duplicate:
+            return False
         report.commands += 1
-        return
+        return True
     accepted = t.accept(record.source, record.text, reply=record.reply)
     if accepted.duplicate is not None:
-        report.duplicates += 1
         if record.reply is None or not _still_waiting(t, record):
-            return
+            return False
     elif record.reply is None:
         report.queued += 1
-        return
+        return True
     # Run the key's queue up to this message's item (a killed run may have left it, or others, waiting).
     while t.run_next(record.source, _replayed, _nowhere) is not None:
         report.turns += 1
+    return accepted.duplicate is None
 
 
 def _still_waiting(t: Turnlog, record: Record) -> bool:
@@ -247,44 +274,20 @@ def unrecorded_replies(t: Turnlog, records: list[Record]) -> list[tuple[int, str
     """The records whose message did not end in an answered item, with what became of it."""
     if not records:
         return []
-    by_inbox: dict[str, list[Record]] = {}
+    by_route: dict[str, list[Record]] = {}
     for record in records:
-        route_id = t._routing.routing_key(record.source).route_id
-        by_inbox.setdefault(str(inbox_id(route_id)), []).append(record)
-    fates: dict[tuple[str, str], tuple[str, str | None, str]] = {}
-    for inbox in by_inbox:
-        for message_id, item_fate in _fates_of_messages(t, UUID(inbox)).items():
-            fates[(inbox, message_id)] = item_fate
+        by_route.setdefault(t.route_id(record.source), []).append(record)
     out = []
-    for inbox, mine in by_inbox.items():
+    for mine in by_route.values():
+        fates = {fate.message_id: fate for fate in t.message_fates(mine[0].source)}
         for record in mine:
-            fate = fates.get((inbox, record.source.message_id or ""))
+            fate = fates.get(record.source.message_id or "")
             if fate is None:
                 out.append((record.line, "its message was refused as a repeat of another text: no turn ran it"))
-            elif fate[:2] != ("completed", "answered"):
-                state = fate[0] if fate[1] is None else f"{fate[0]} ({fate[1]})"
-                out.append((record.line, f"its item {fate[2]} is {state}"))
+            elif (fate.state, fate.outcome) != ("completed", "answered"):
+                state = fate.state if fate.outcome is None else f"{fate.state} ({fate.outcome})"
+                out.append((record.line, f"its item {fate.item_id} is {state}"))
     return sorted(out)
-
-
-def _fates_of_messages(t: Turnlog, inbox: UUID) -> dict[str, tuple[str, str | None, str]]:
-    """message id -> (state, outcome, item id) of the item it went into, read from the inbox's own
-    events: the queue read model keeps only the items still waiting or running."""
-    item_of: dict[str, str] = {}
-    fate: dict[str, tuple[str, str | None]] = {}
-    for event in t._app.events.get(inbox):
-        if isinstance(event, Inbox.Accepted):
-            item = event.merged_into or event.item_id
-            if event.message_id is not None:
-                item_of[event.message_id] = item
-            fate.setdefault(item, ("pending", None))
-        elif isinstance(event, Inbox.Started):
-            fate[event.item_id] = ("started", None)
-        elif isinstance(event, Inbox.Completed):
-            fate[event.item_id] = ("completed", event.outcome)
-        elif isinstance(event, Inbox.Dropped):
-            fate.update({item: ("dropped", event.reason) for item in event.item_ids})
-    return {message_id: (*fate[item], item) for message_id, item in item_of.items() if item in fate}
 
 
 def read_lines(stream: Iterable[Any]) -> Iterator[Any]:

@@ -75,6 +75,12 @@ class Maintenance:
                 return 0
             return applied
 
+    def log_head(self) -> int:
+        """The log's last position, after catching the read models up (read-only: the log's, while
+        the read models stay as of their positions)."""
+        self.catch_up()
+        return self._runner.head()
+
     def seal(self) -> int:
         """Extend the hash chain over unsealed events: 0 on SQLite, where each write seals its
         own events; a PostgreSQL log is sealed after the fact (reads do this too)."""

@@ -52,7 +52,7 @@ def test_ingest_from_stdin_with_every_line_good_exits_zero(tmp_path):
     result = CliRunner().invoke(main, ["--db", db, "ingest", "-"], input=stdin)
 
     assert result.exit_code == 0, result.output
-    assert "1 records applied (1 turns, 0 commands, 0 queued, 0 duplicates), 0 failed" in result.output
+    assert "1 records applied (1 turns, 0 commands, 0 queued), 0 duplicates, 0 failed" in result.output
 
 
 def test_a_failing_line_leaves_nothing_of_itself_in_the_log(tmp_path):
@@ -67,3 +67,27 @@ def test_a_failing_line_leaves_nothing_of_itself_in_the_log(tmp_path):
     topics = {row[0] for row in sqlite3.connect(db).execute("SELECT topic FROM stored_events")}
     assert topics == {"turnlog:GatewayRegistered", "turnlog:GatewayStarted", "turnlog:GatewayStopped",
                       "turnlog:HeartbeatStarted", "turnlog:HeartbeatEnded"}  # the replay's boot, nothing of the line
+
+
+def test_ids_of_the_wrong_type_or_with_control_characters_are_refused_with_their_reason(tmp_path):
+    db = str(tmp_path / "i.db")
+    traffic = tmp_path / "traffic.jsonl"
+    traffic.write_text("\n".join([
+        line(op="message", source={**DM, "chat_id": True}, text="x", reply="y"),
+        line(op="message", source={**DM, "chat_id": 1.5}, text="x", reply="y"),
+        line(op="message", source={**DM, "user_id": [1]}, text="x", reply="y"),
+        line(op="message", source=DM, text="x", reply="y", message_id="a\u0000b"),
+        line(op="message", source={**DM, "chat_id": 42}, text="numeric ids are ids", reply="y", message_id=7),
+    ]) + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(traffic)])
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "line 1: bad source: chat_id must be a string or an integer, not True",
+        "line 2: bad source: chat_id must be a string or an integer, not 1.5",
+        "line 3: bad source: user_id must be a string or an integer, not [1]",
+        "line 4: message_id holds a control character: 'a\\x00b'",
+    ]
+    with Turnlog(db) as t:
+        assert [s["session_key"] for s in t.sessions()] == ["agent:main:telegram:dm:42"]

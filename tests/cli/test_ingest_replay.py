@@ -107,7 +107,7 @@ def test_rerunning_the_same_file_duplicates_nothing(tmp_path):
 
     assert again.exit_code == 0, again.output
     report = json.loads(again.stdout)
-    assert (report["applied"], report["turns"], report["duplicates"], report["queued"]) == (18, 0, 16, 0)
+    assert (report["applied"], report["turns"], report["duplicates"], report["queued"]) == (0, 0, 18, 0)  # every line refused
     with Turnlog(db) as t:
         assert (len(t.sessions()), len(t.ledger()), len(t.queue("agent:main:telegram:dm:0"))) == before == (3, 15, 1)
     users = contents(db, "user")
@@ -270,7 +270,7 @@ def test_the_report_names_a_reply_that_was_not_recorded_and_why(tmp_path):
 
     assert result.exit_code == 1
     report = json.loads(result.stdout)
-    assert (report["applied"], report["duplicates"], report["failed"]) == (2, 1, 0)
+    assert (report["applied"], report["duplicates"], report["failed"]) == (1, 1, 0)
     assert report["replies_not_recorded"] == [
         {"line": 2, "reason": "its message was refused as a repeat of another text: no turn ran it"}]
     assert "line 2: reply not recorded: its message was refused as a repeat" in result.stderr

@@ -19,20 +19,7 @@ CLI_RUNS = {"turnlog.ingest", "turnlog.bench", "turnlog.demo", "turnlog.web.app"
 # What the web viewer still imports from inside the engine. The list may only shrink: a new
 # entry fails, and so does an entry the viewer no longer needs (delete it here).
 WEB_KNOWN = {
-    ("turnlog.web.app", "turnlog.errors"),
-    ("turnlog.web.log_queries", "turnlog.api"),
-    ("turnlog.web.log_queries", "turnlog.domain.gateway"),
-    ("turnlog.web.log_queries", "turnlog.projections.base"),
-    ("turnlog.web.log_queries", "turnlog.projections.summaries"),
-    ("turnlog.web.log_queries", "turnlog.projections.timeline_query"),
-    ("turnlog.web.page_integrity", "turnlog.errors"),
-    ("turnlog.web.page_sessions", "turnlog.errors"),
-    ("turnlog.web.page_travel", "turnlog.errors"),
     ("turnlog.web.plot", "turnlog.bench"),
-    ("turnlog.web.store", "turnlog.api"),
-    ("turnlog.web.store", "turnlog.errors"),
-    ("turnlog.web.viewer", "turnlog.api"),
-    ("turnlog.web.viewer", "turnlog.errors"),
 }
 
 

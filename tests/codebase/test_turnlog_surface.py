@@ -1,5 +1,5 @@
 """What a Turnlog offers is a short, pinned list: the methods a gateway or an operator calls, two
-groups (`turns`, `maintenance`) for the lower-level operations, two read-only properties, and the
+groups (`turns`, `maintenance`) for the lower-level operations, three read-only properties, and the
 names kept one release for old callers. Its collaborators are private; every public method and
 property says what it does."""
 
@@ -20,16 +20,17 @@ METHODS = {
     "clear_resume_pending", "get_or_create_session", "mark_resume_pending", "routing_key", "suspend",
     "switch_session",
     # the gateway's lifecycle and recovery
-    "drain", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status", "stop_gateway",
-    "sweep_deliveries",
+    "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
+    "stop_gateway", "sweep_deliveries",
     # reads, audit and time travel
-    "at", "diff", "export", "export_routing", "fork", "history", "ledger", "queue", "routes", "search", "session",
-    "sessions", "transcript", "usage",
+    "at", "diff", "events_around", "export", "export_routing", "fork", "history", "ledger", "message_fates",
+    "queue", "queue_depths", "route_id", "routes", "search", "session", "sessions", "transcript", "turn_spans",
+    "usage",
     # Hermes homes, and the store itself
     "close", "export_hermes", "import_hermes",
 }
 GROUPS = {"turns": TurnOperations, "maintenance": Maintenance}
-PROPERTIES = {"owner", "read_only"}  # what it was opened as, read-only
+PROPERTIES = {"owner", "read_only", "stale"}  # what it was opened as, and how it reads, read-only
 
 # Deprecated names (one release): a DeprecationWarning, then the same behaviour as before.
 DEPRECATED_METHODS = {
@@ -40,7 +41,7 @@ DEPRECATED_METHODS = {
 }
 DEPRECATED_ATTRIBUTES = {
     "app", "batches", "chain", "clock", "config", "ctx", "deliveries", "forks", "gateway_name", "inbound",
-    "keeper", "location", "projections", "recovery", "rotation", "routing", "slash", "views",
+    "keeper", "projections", "recovery", "rotation", "routing", "slash", "views",
 }
 
 

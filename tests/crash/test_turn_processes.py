@@ -150,10 +150,14 @@ def test_concurrent_processes_never_interleave_turns(tmp_path, mode):
 
 # -- a holder killed with SIGKILL: its lease expires and is taken over --------------------------
 
+# The killed holder's lease TTL. The test first sees the lease still held, which needs the child's
+# start, kill and the next acquire attempt to fit in it: 5 s (it was 1 s) holds with both cores busy.
+HOLDER_TTL_S = 5.0
+
 HOLDER = """
 from turnlog import EngineConfig, SessionSource
 source = SessionSource(platform="telegram", chat_id="chat-0", user_id="user-0")
-t = kit.turnlog(config=EngineConfig(lease_ttl_s=1.0))
+t = kit.turnlog(config=EngineConfig(lease_ttl_s=HOLDER_TTL_S))
 r = t.get_or_create_session(source)
 token = t.acquire_lease(r.session_id, r.session_key, timeout=5)
 kit.ready(owner=t.owner, session_id=r.session_id, session_key=r.session_key, epoch=token.epoch,
@@ -164,9 +168,10 @@ kit.hang()
 
 def test_lease_of_a_killed_holder_is_taken_over_after_its_ttl(tmp_path):
     db = str(tmp_path / "turnlog.db")
-    config = EngineConfig(lease_ttl_s=1.0)
+    config = EngineConfig(lease_ttl_s=HOLDER_TTL_S)
     with Turnlog(db, config=config) as survivor:  # opened first, so it is ready to try at once
-        dead = procs.crash(db, HOLDER, work=tmp_path).data  # SIGKILLed while it holds the lease
+        holder = HOLDER.replace("HOLDER_TTL_S", repr(HOLDER_TTL_S))
+        dead = procs.crash(db, holder, work=tmp_path).data  # SIGKILLed while it holds the lease
         sid, key = dead["session_id"], dead["session_key"]
         assert dead["owner"] != survivor.owner
 
@@ -177,7 +182,7 @@ def test_lease_of_a_killed_holder_is_taken_over_after_its_ttl(tmp_path):
         assert survivor.lease_holder(sid)["owner"] == dead["owner"]
 
         # after the TTL: taken over
-        token = survivor.acquire_lease(sid, key, timeout=30)
+        token = survivor.acquire_lease(sid, key, timeout=30 * HOLDER_TTL_S)
         assert token.epoch == dead["epoch"] + 1
         assert token.owner == survivor.owner
         acquired = [h for h in survivor.history(sid) if h.event == "LeaseAcquired"]

@@ -15,6 +15,9 @@ from postgres_server import create_database, server
 from turnlog import EngineConfig, GatewayStillRunning, Turnlog
 
 PREFIX = "♻️ Recovered reply"
+# The other host's heartbeat TTL. Its keeper renews it once a third has passed, so a child starved of
+# CPU for two thirds of it looks dead: 5 s (it was 1 s) survives two busy cores and a loaded SQLite.
+HEARTBEAT_TTL_S = 5.0
 
 IN_SENDER = """
 from turnlog import SessionSource
@@ -54,7 +57,7 @@ import socket
 socket.gethostname = lambda: "gateway-host-b"   # this child plays a gateway on another machine
 from turnlog import EngineConfig, SessionSource
 src = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
-t = kit.turnlog(config=EngineConfig(heartbeat_ttl_s=1.0), **LOCATION)
+t = kit.turnlog(config=EngineConfig(heartbeat_ttl_s=HEARTBEAT_TTL_S), **LOCATION)
 t.start_gateway("main")
 def think(history, item):
     kit.ready(boot=t.owner, session_id=history[-1].session_id)
@@ -65,11 +68,12 @@ t.handle_message(src, "please look into the build", think, print)
 
 def _other_host_boot_is_recovered_only_after_its_heartbeat_expired(location: str, views: dict, tmp_path) -> None:
     code = OTHER_HOST.replace("**LOCATION", ", ".join(f"{k}={v!r}" for k, v in views["child"].items()) or "")
+    code = code.replace("HEARTBEAT_TTL_S", repr(HEARTBEAT_TTL_S))
     child = procs.start(location, code, work=tmp_path)
     try:
         data = procs.wait_for(tmp_path / "ready.json", child)
         with Turnlog(location, **views["parent"]) as t:
-            time.sleep(1.5)  # longer than the heartbeat's TTL: only its renewals keep the boot alive
+            time.sleep(1.2 * HEARTBEAT_TTL_S)  # past the heartbeat's TTL: only its renewals keep the boot alive
             with pytest.raises(GatewayStillRunning, match="on gateway-host-b"):
                 t.recover("main")
             with pytest.raises(GatewayStillRunning):
@@ -79,8 +83,8 @@ def _other_host_boot_is_recovered_only_after_its_heartbeat_expired(location: str
         child.kill()
         child.wait()
     with Turnlog(location, **views["parent"]) as t:
-        deadline = time.monotonic() + 30
-        while True:  # the dead host's heartbeat expires within its TTL (1 s)
+        deadline = time.monotonic() + 30 * HEARTBEAT_TTL_S
+        while True:  # the dead host's heartbeat expires within its TTL
             try:
                 report = t.recover("main")
                 break

@@ -74,7 +74,9 @@ def test_inline_mode_leaves_checkpoints_to_sqlite(tmp_path: Path, monkeypatch: p
 
 
 def test_an_idle_store_that_is_never_closed_keeps_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checkpointer, "IDLE_S", 0.2)
+    # Long enough that the thread outlives the gap between run_turns' last commit and the count
+    # below on a loaded machine (at 0.2 s it could end in between); short enough to wait for.
+    monkeypatch.setattr(checkpointer, "IDLE_S", 1.0)
     others = set(checkpointers())
     t = open_gateway(tmp_path / "gw.db")
     run_turns(t, 0, 1)

@@ -252,7 +252,8 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
     \b
     source    a SessionSource: platform, chat_type, chat_id, user_id, thread_id, ...
     text      the message, or the slash command (/new /reset /stop /queue TEXT /resume ID)
-    message_id  optional: the platform's id; a record without one is identified by its content
+    message_id  optional: the platform's id; a record without one is identified by its file
+              (resolved path, or stdin), its line number and its content
     at        optional ISO time with a zone: the record's clock (default: now)
     reply     optional: the reply given; a message with one runs a whole turn, without one it
               stays queued (and is answered by the next turn on its key)
@@ -260,6 +261,7 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
     Lines are applied as they arrive (a pipe or FIFO streams). A bad line is reported with its
     number and skipped; the rest is applied. Re-running a file (or an overlapping one after a
     kill) duplicates nothing: each message is accepted once per routing key by its message_id.
+    A refused repeat is counted as a duplicate, not as applied.
     The replay boots as a gateway, so a killed one is recovered by the next ingest or by
     `turnlog recover --gateway ingest`. Exit code 1 if any line failed or a reply was not recorded.
     """
@@ -273,17 +275,28 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
             click.echo(f"ingest: {report.lines} lines, {report.applied} applied, {len(report.errors)} failed",
                        err=True)
 
-    report = ingest(t, clock, read_lines(file), gateway=gateway, on_line=progress)
+    report = ingest(t, clock, read_lines(file), gateway=gateway, origin=_origin_of(file), on_line=progress)
     for line_no, error in report.errors:
         click.echo(f"line {line_no}: {visible(str(error))}", err=True)
     for line_no, reason in report.unrecorded:
         click.echo(f"line {line_no}: reply not recorded: {visible(str(reason))}", err=True)
     out.record(report.to_dict(), lambda: out.line(
         f"{report.applied} records applied ({report.turns} turns, {report.commands} commands,"
-        f" {report.queued} queued, {report.duplicates} duplicates), {len(report.errors)} failed"
+        f" {report.queued} queued), {report.duplicates} duplicates, {len(report.errors)} failed"
         + (f", {len(report.unrecorded)} replies not recorded" if report.unrecorded else "")))
     if report.errors or report.unrecorded:
         ctx.exit(1)
+
+
+def _origin_of(file: Any) -> str:
+    """What identifies the file an ingest reads (see turnlog.ingest): its resolved path, so the same
+    file named another way is the same file; stdin (click names it "<stdin>" or "-") has none."""
+    from ..ingest import STDIN
+
+    name = getattr(file, "name", None)
+    if not isinstance(name, str) or name in ("-", STDIN) or not os.path.exists(name):
+        return STDIN
+    return os.path.realpath(name)
 
 
 @command()

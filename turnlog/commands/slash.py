@@ -32,6 +32,7 @@ class CommandResult:
     reply: str | None  # what the gateway should answer (None: stay silent)
     session_id: str | None = None
     changed: bool = False
+    duplicate: bool = False  # refused as a redelivery of a command already handled (its message_id)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -67,7 +68,7 @@ class SlashCommands:
         cause = f"command:{name}" + (f":{source.message_id}" if source.message_id else "")
         if source.message_id and name not in ("/queue", "/q"):  # /queue is judged when its text is accepted
             if self.inbound.claim_command(source, name, actor=actor, cause=cause) is not None:
-                return CommandResult(name, None, None, False)  # a redelivered command: recorded, not run
+                return CommandResult(name, None, None, False, duplicate=True)  # a redelivery: recorded, not run
         if name in ("/new", "/reset"):
             return self.reset(source, name, actor=actor, cause=cause)
         if name == "/stop":
@@ -136,7 +137,7 @@ class SlashCommands:
         except QueueFull as full:
             return CommandResult("/queue", f"Not queued: {full}", None, False)
         if accepted.duplicate is not None:
-            return CommandResult("/queue", None, None, False)  # a redelivered /queue: recorded, not queued again
+            return CommandResult("/queue", None, None, False, duplicate=True)  # recorded, not queued again
         waiting = accepted.depth
         reply = "Queued for the next turn." if waiting <= 1 else f"Queued for the next turn. ({waiting} queued)"
         return CommandResult("/queue", reply, None, True)

@@ -18,9 +18,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import InvalidRequest, NotFound, TooLarge
+from .. import InvalidRequest, NotFound, TooLarge
 from .html import Markup, page, tag, text
-from . import page_gateway, page_integrity, page_sessions, page_travel, plot, log_queries
+from . import page_gateway, page_integrity, page_sessions, page_travel, plot
 from .origin import SameOriginGate
 from .snapshot import Snapshot
 from .viewer import MAX_DIFF_EVENTS, Busy, Result, Viewer
@@ -105,7 +105,7 @@ def _svg_markup(points: list[dict[str, Any]]) -> Markup:
 
 
 def _points(viewer: Snapshot) -> list[dict[str, Any]]:
-    return viewer.cached("plot", lambda: plot.per_minute(log_queries.turn_spans(viewer.t)))
+    return viewer.cached("plot", lambda: plot.per_minute(viewer.t.turn_spans()))
 
 
 class TokenGate:

@@ -5,32 +5,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import BootSummary
 from .html import Markup, link, session_href, table, tag, text, url
 from .snapshot import Snapshot
 from .viewer import Result
-from . import log_queries
 
 
 def gateway_now(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
-    names = log_queries.gateway_names(t)
+    names = t.gateways()
     gateways = []
     for name in names:
         status = t.status(name)
-        gateway = t.recovery.gateway(name)
-        boots = [_boot(b) for b in (gateway.boots if gateway is not None else [])]
+        boots = [_boot(b) for b in t.boots(name)]
         gateways.append({"name": name, "last_boot": status["last_boot"], "boots": boots})
     status = t.status(names[0] if names else "main")
-    depths = log_queries.queue_depths(t)
+    depths = [row.to_dict() for row in t.queue_depths()]
     data = {"gateways": gateways, "active_turns": status["active_turns"], "expired_leases": status["expired_leases"],
             "owed_replies": status["pending_deliveries"], "queue_depths": depths,
             "resume_pending": status["resume_pending"], "suspended": status["suspended"],
-            "head": log_queries.head(t)}
+            "head": t.maintenance.log_head()}
     return Result("Gateway now", data, _body(data))
 
 
-def _boot(b: dict[str, Any]) -> dict[str, Any]:
-    out = {k: (val.isoformat() if hasattr(val, "isoformat") else val) for k, val in b.items()}
+# The boot's own fields, in the order the page has always shown them.
+BOOT_FIELDS = ("boot_id", "pid", "host", "started_at", "state", "drain_reason", "stopped_at", "drain_timed_out",
+               "recovered")
+
+
+def _boot(boot: BootSummary) -> dict[str, Any]:
+    b = boot.to_dict()
+    out = {k: b[k] for k in BOOT_FIELDS}
     state = b.get("state")
     # A boot still marked running may be alive or may have died without a word; once another boot
     # recovered it, it is known dead. Only a stop ends a boot clean.

@@ -6,20 +6,18 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from ..api import Turnlog
-from ..errors import InvalidRequest, NotFound
+from .. import InvalidRequest, NotFound, Turnlog
 from .html import Markup, table, tag
 from .snapshot import Snapshot
 from .viewer import Job, Result, Viewer
-from . import log_queries
 
 CHECKS = ("verify", "chain")
 
 
 def integrity(v: Snapshot, params: dict[str, str]) -> Result:
     jobs = [j.to_dict() for j in v.checks.values()]
-    data = {"head": log_queries.head(v.t), "projections_in_file": v.status_at_open,
-            "projections_now": v.t.projection_status(), "checks": jobs}
+    data = {"head": v.t.maintenance.log_head(), "projections_in_file": v.status_at_open,
+            "projections_now": [p.to_dict() for p in v.t.maintenance.projection_status()], "checks": jobs}
     body = Markup(
         tag("p", f"log head #{data['head']}")
         + tag("h2", "Read models in the file (as opened)")
@@ -45,7 +43,7 @@ def start_check(v: Viewer, check: str) -> tuple[Job, bool]:
 
 def _steps(t: Turnlog, check: str) -> list[tuple[str, Callable[[], Any]]]:
     if check == "verify":
-        return [(p["name"], functools.partial(t.verify, [p["name"]])) for p in t.projection_status()]
+        return [(p.name, functools.partial(t.maintenance.verify, [p.name])) for p in t.maintenance.projection_status()]
     return [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
 
 

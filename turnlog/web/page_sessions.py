@@ -7,14 +7,17 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest
+from .. import InvalidRequest, LeaseHolder
 from .html import Markup, join, link, session_href, table, tag, text, url
 from .snapshot import Snapshot
 from .viewer import Result
-from . import log_queries
 
 PAGE_SIZE = 100
 STATES = ("active", "ended", "suspended", "resume_pending")
+
+
+def _lease(holder: LeaseHolder | None) -> dict[str, Any] | None:
+    return holder.to_dict() if holder is not None else None
 
 
 def _state(s: dict[str, Any]) -> str:
@@ -134,7 +137,7 @@ def session(v: Snapshot, session_id: str, params: dict[str, str]) -> Result:
     usage: dict[str, int] = {}
     for m in messages:
         usage[m["role"]] = usage.get(m["role"], 0) + (m["token_count"] or 0)
-    data = {"session": s, "lease": t.lease_holder(session_id), "messages": messages,
+    data = {"session": s, "lease": _lease(t.turns.holder(session_id)), "messages": messages,
             "token_usage": {"by_role": usage, "total": sum(usage.values()),
                             "tool_calls": sum(len(m["tool_calls"] or []) for m in messages)},
             "lineage": {"ancestors": ancestors, "descendants": children, "route_changes": switches},
@@ -193,7 +196,7 @@ def parse_position(v: Snapshot, raw: str) -> int:
     text_ = raw.strip().removeprefix("#")
     if not text_.isdigit():
         raise InvalidRequest(f"bad log position {raw!r} (expected #N)")
-    position, head = int(text_), log_queries.head(v.t)
+    position, head = int(text_), v.t.maintenance.log_head()
     if not 1 <= position <= head:
         raise InvalidRequest(f"log position {position} is outside the log (1..{head})")
     return position
@@ -207,7 +210,7 @@ def session_at(v: Snapshot, session_id: str, raw_position: str, params: dict[str
     state = asof.session(session_id)
     data = {"session_id": session_id, "position": position, "at": asof.at, "session": state,
             "lease": asof.lease(session_id), "ledger": asof.ledger(session=session_id),
-            "messages": len(asof.transcript(session_id)), "events": log_queries.events_around(t, position, 5, 5)}
+            "messages": len(asof.transcript(session_id)), "events": [e.to_dict() for e in t.events_around(position, before=5, after=5)]}
     return Result(f"Session {session_id} as of #{position}", data, _at_body(data))
 
 

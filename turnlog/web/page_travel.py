@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
+from .. import InvalidRequest
 from .html import Markup, link, session_href, table, tag, text, url
 from .snapshot import Snapshot
 from .viewer import Result
-from . import log_queries
 
 KEYS_PER_PAGE = 50
 
@@ -26,7 +25,7 @@ def moment(v: Snapshot, raw: str | None, default: int) -> int:
 
 def travel(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
-    head = log_queries.head(t)
+    head = t.maintenance.log_head()
     if head == 0:
         return Result("Time travel", {"head": 0}, tag("p", "the log is empty", class_="empty"))
     position = moment(v, params.get("at"), head)
@@ -38,7 +37,7 @@ def travel(v: Snapshot, params: dict[str, str]) -> Result:
     asof = t.at(position)
     routes = asof.routes(key)
     shown = routes[(page_n - 1) * KEYS_PER_PAGE: page_n * KEYS_PER_PAGE]
-    events = log_queries.events_around(t, position, 6, 6)
+    events = [e.to_dict() for e in t.events_around(position, before=6, after=6)]
     # Sessions, leases, ledger and queues are rebuilt per session as of the position, so the page
     # shows those of the chosen key, or else of the sessions the nearby events concern.
     if key:
@@ -108,7 +107,7 @@ def _body(d: dict[str, Any]) -> Markup:
 
 
 def diff(v: Snapshot, params: dict[str, str]) -> Result:
-    head = log_queries.head(v.t)
+    head = v.t.maintenance.log_head()
     a = moment(v, params.get("a"), 1)
     b = moment(v, params.get("b"), head)
     key = params.get("key", "").strip() or None

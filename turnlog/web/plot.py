@@ -1,21 +1,22 @@
 """The turns plot: turns per minute and p50/p99 turn latency per minute, as server-side SVG.
 
-Pure: takes the turns as (start time text, seconds) and returns the series or the SVG text.
+Pure: takes the finished turns (Turnlog.turn_spans) and returns the series or the SVG text.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .. import TurnSpan
 from ..bench import percentile
 from .html import text
 
 
-def per_minute(spans: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
+def per_minute(spans: Sequence[TurnSpan]) -> list[dict[str, Any]]:
     """One point per minute that had turns: the minute, how many turns started, p50/p99 in ms."""
     minutes: dict[str, list[float]] = {}
-    for start, seconds in spans:
-        minutes.setdefault(start[:16], []).append(seconds * 1000)
+    for span in spans:
+        minutes.setdefault(span.started_at[:16], []).append(span.seconds * 1000)
     return [{"minute": m + "Z", "turns": len(v), "p50_ms": round(percentile(v, 50), 3),
              "p99_ms": round(percentile(v, 99), 3)} for m, v in sorted(minutes.items())]
 

@@ -7,9 +7,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..api import Turnlog
-from ..errors import NotFound
-from . import log_queries
+from .. import NotFound, Turnlog
 from .checks import Checks
 from .store import Copy
 
@@ -26,9 +24,9 @@ class Snapshot:
         self.users = 0
         self.closed = False
         # What the file held when it was opened, before this viewer caught anything up.
-        self.status_at_open = self.t.projection_status()
+        self.status_at_open = [p.to_dict() for p in self.t.maintenance.projection_status()]
         self.opened_at = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
-        self.head_at_open = log_queries.head(self.t)
+        self.head_at_open = self.t.maintenance.log_head()
 
     def close(self) -> None:
         self.closed = True
@@ -41,7 +39,7 @@ class Snapshot:
     def cached(self, key: Any, compute: Callable[[], Any]) -> Any:
         """Values that depend only on the whole log (the plot, the session list): computed again
         only when the log's head has moved."""
-        head = log_queries.head(self.t)
+        head = self.t.maintenance.log_head()
         with self._lock:
             hit = self._cache.get(key)
         if hit is None or hit[0] != head:

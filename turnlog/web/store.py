@@ -22,8 +22,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from ..api import Turnlog
-from ..errors import InvalidRequest, NotFound, TurnlogError
+from .. import InvalidRequest, NotFound, Turnlog, TurnlogError
 
 PREFIX = "turnlog-web-"
 _OWNED = re.compile(re.escape(PREFIX) + r"(\d+)-")

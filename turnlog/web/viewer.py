@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..errors import TurnlogError
+from .. import TurnlogError
 from .checks import Checks, Job
 from .snapshot import Snapshot
 from .store import Copy, open_read_only, remove_stale_copies
