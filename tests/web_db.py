@@ -12,6 +12,7 @@ CJK = "東京の天気 你好世界"
 HOSTILE = f"{SCRIPT} {CONTROL} {CJK}"
 
 
+# Not chat.alice: the user name is markup, so the web pages are seen to escape it.
 def alice() -> SessionSource:
     return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42",
                          user_name="<b>alice</b>")

@@ -13,7 +13,7 @@ from click.testing import Result
 from harness.cli import ok, run
 
 KEY = "agent:main:telegram:dm:42"
-ALICE = ["--platform", "telegram", "--chat-id", "42", "--user-id", "42"]
+ALICE_ARGS = ["--platform", "telegram", "--chat-id", "42", "--user-id", "42"]
 
 
 def as_json(result: Result) -> Any:
@@ -29,11 +29,6 @@ def assert_one_line_error(result: Result, exit_code: int, mentions: str) -> None
     assert mentions in errors[0]
 
 
-@pytest.fixture
-def db(tmp_path) -> str:
-    return str(tmp_path / "turnlog.db")
-
-
 def route(db: str, *source: str, message_id: str) -> dict[str, Any]:
     return as_json(ok("--db", db, "route", *source, "--message-id", message_id, "--json"))
 
@@ -41,12 +36,12 @@ def route(db: str, *source: str, message_id: str) -> dict[str, Any]:
 @pytest.fixture
 def lived(db) -> dict[str, str]:
     """Alice's key through every operation: created, touched, marked, cleared, suspended, replaced, switched."""
-    first = route(db, *ALICE, message_id="m1")["session_id"]
-    route(db, *ALICE, message_id="m2")
+    first = route(db, *ALICE_ARGS, message_id="m1")["session_id"]
+    route(db, *ALICE_ARGS, message_id="m2")
     assert ok("--db", db, "resume-pending", KEY).output.strip() == "changed"
     assert ok("--db", db, "resume-pending", KEY, "--clear").output.strip() == "changed"
     assert ok("--db", db, "suspend", KEY, "--reason", "abuse").output.strip() == "suspended"
-    second = route(db, *ALICE, message_id="m3")
+    second = route(db, *ALICE_ARGS, message_id="m3")
     assert second["reason"] == "suspended"
     assert ok("--db", db, "switch", KEY, first).output.strip() == f"{KEY} -> {first}"
     return {"first": first, "second": second["session_id"]}
@@ -140,9 +135,9 @@ def test_key_canonicalises_a_whatsapp_phone_number_dm(tmp_path):
 
 
 def test_route_json_reports_key_session_created_and_reason(db):
-    first = route(db, *ALICE, message_id="m1")
-    again = route(db, *ALICE, message_id="m2")
-    fresh = as_json(ok("--db", db, "route", *ALICE, "--force-new", "--json"))
+    first = route(db, *ALICE_ARGS, message_id="m1")
+    again = route(db, *ALICE_ARGS, message_id="m2")
+    fresh = as_json(ok("--db", db, "route", *ALICE_ARGS, "--force-new", "--json"))
 
     assert {"session_key", "session_id", "created", "reason"} <= first.keys()
     assert (first["session_key"], first["created"], first["reason"]) == (KEY, True, "first_message")
@@ -152,7 +147,7 @@ def test_route_json_reports_key_session_created_and_reason(db):
 
 
 def test_route_prints_a_readable_summary(db):
-    lines = ok("--db", db, "route", *ALICE).output.splitlines()
+    lines = ok("--db", db, "route", *ALICE_ARGS).output.splitlines()
 
     assert lines[0] == f"session_key: {KEY}"
     assert lines[1].startswith("session_id:  ")
@@ -189,7 +184,7 @@ HERMES_ENTRY_FIELDS = {
 
 
 def test_export_routing_is_shaped_like_sessions_json(db):
-    first = route(db, *ALICE, message_id="m1")
+    first = route(db, *ALICE_ARGS, message_id="m1")
     group = route(db, "--platform", "telegram", "--chat-type", "group", "--chat-id", "-100123", "--user-id", "77",
                   message_id="m2")
     ok("--db", db, "resume-pending", group["session_key"])
@@ -210,7 +205,7 @@ def test_export_routing_is_shaped_like_sessions_json(db):
 
 
 def test_export_routing_to_a_file_writes_the_same_json(db, tmp_path):
-    route(db, *ALICE, message_id="m1")
+    route(db, *ALICE_ARGS, message_id="m1")
     out = tmp_path / "sessions.json"
 
     ok("--db", db, "export-routing", "-o", str(out))
@@ -222,13 +217,13 @@ def test_export_routing_to_a_file_writes_the_same_json(db, tmp_path):
 
 
 def test_switch_to_an_unknown_session_fails_in_one_line(db):
-    route(db, *ALICE, message_id="m1")
+    route(db, *ALICE_ARGS, message_id="m1")
 
     assert_one_line_error(run("--db", db, "switch", KEY, "20990101_000000_deadbeef"), 1, "20990101_000000_deadbeef")
 
 
 def test_switch_on_an_unknown_key_fails_in_one_line(db):
-    target = route(db, *ALICE, message_id="m1")["session_id"]
+    target = route(db, *ALICE_ARGS, message_id="m1")["session_id"]
 
     assert_one_line_error(run("--db", db, "switch", "agent:main:telegram:dm:nobody", target), 1, "nobody")
 
@@ -257,7 +252,7 @@ def write_text(path: Path) -> None:
 
 
 @pytest.mark.parametrize("make_file", [write_text, write_foreign_sqlite], ids=["text-file", "foreign-sqlite"])
-@pytest.mark.parametrize("command", [["sessions"], ["route", *ALICE], ["export-routing"]],
+@pytest.mark.parametrize("command", [["sessions"], ["route", *ALICE_ARGS], ["export-routing"]],
                          ids=["sessions", "route", "export-routing"])
 def test_db_that_is_not_a_turnlog_database_is_refused_untouched(tmp_path, make_file, command):
     path = tmp_path / "other.db"
@@ -289,6 +284,6 @@ def test_demo_runs_and_prints_the_routing_map(tmp_path):
 
 
 def test_demo_refuses_an_existing_database(db):
-    route(db, *ALICE, message_id="m1")
+    route(db, *ALICE_ARGS, message_id="m1")
 
     assert_one_line_error(run("--db", db, "demo"), 2, "fresh database")

@@ -19,14 +19,13 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from harness.cli import ok, run
 from turnlog.cli import main
 
+from chat import ALICE, reply_with
+
 OUTPUT_FLAGS = {"--table", "--json", "--nl", "--csv"}
 SERVERS = {"turnlog web"}  # serves pages until stopped: prints no listing to format
 ESC_TEXT = "look \x1b[2J\x1b]0;pwned\x07 here"  # clear screen, set the window title, bell
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="telegram", chat_id="43", user_id="43", user_name="bob")
 KEY = "agent:main:telegram:dm:42"
-
-
 
 
 def commands(group: click.Group, prefix: str = "turnlog"):
@@ -65,9 +64,9 @@ def test_every_command_takes_the_output_options_and_has_help_on_every_option():
 def filled(tmp_path) -> str:
     db = str(tmp_path / "t.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(ALICE, ESC_TEXT, lambda h, i: "reply \x1b[31mred\x1b[0m", lambda text: None)
-        t.handle_message(BOB, "hello", lambda h, i: "hi bob", lambda text: None)
-        t.handle_message(BOB, "again", lambda h, i: "hi again", lambda text: None)
+        t.handle_message(ALICE, ESC_TEXT, reply_with("reply \x1b[31mred\x1b[0m"), lambda text: None)
+        t.handle_message(BOB, "hello", reply_with("hi bob"), lambda text: None)
+        t.handle_message(BOB, "again", reply_with("hi again"), lambda text: None)
         t.mark_resume_pending(KEY, "boom\x07\x1b[1A")
     return db
 

@@ -9,13 +9,13 @@ import os
 import pytest
 from click.testing import Result
 
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import ManualClock, SequentialIds, Turnlog
 from harness.cli import run
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42")
+from chat import alice, reply_with
+
 KEY = "agent:main:telegram:dm:42"
 COMMANDS = {"export": ["export", KEY], "export-routing": ["export-routing"]}
-
 
 
 def one_line_error(result: Result, mentions: str) -> None:
@@ -25,11 +25,12 @@ def one_line_error(result: Result, mentions: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("Error:") and mentions in lines[0], result.output
 
 
+# Not conftest's `db`: a log (t.db) already holding one answered message to export.
 @pytest.fixture
 def db(tmp_path) -> str:
     path = str(tmp_path / "t.db")
     with Turnlog(path, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(ALICE, "hello", lambda h, i: "hi", lambda text: None)
+        t.handle_message(alice(), "hello", reply_with("hi"), lambda text: None)
     return path
 
 

@@ -21,8 +21,9 @@ from turnlog.cli import main
 from turnlog.storage import dbfile
 from harness.hermes_home import fixture_home
 
+from chat import alice
+
 KEY = "agent:main:telegram:dm:42"
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
 ROUTE = ["--platform", "telegram", "--chat-id", "42", "--user-id", "42"]
 
 # Every command that opens the database, with arguments that name what the good database holds
@@ -71,7 +72,7 @@ def good_db(tmp_path_factory) -> tuple[Path, str]:
     """A turnlog database with a session, a transcript, a delivery, an audit trail."""
     path = tmp_path_factory.mktemp("good") / "good.db"
     with Turnlog(str(path)) as t:
-        t.handle_message(ALICE, "hello", agent, lambda text: None)
+        t.handle_message(alice("m1"), "hello", agent, lambda text: None)
         sid = t.sessions()[0].session_id
     assert sorted(p.name for p in path.parent.iterdir()) == ["good.db"]
     return path, sid
@@ -297,7 +298,7 @@ def test_read_only_open_writes_nothing_even_where_it_could(tmp_path, good_db):
 def test_read_only_open_reads_a_live_database_as_a_writer_writes_it(tmp_path):
     db = tmp_path / "live.db"
     with Turnlog(str(db)) as writer:
-        writer.handle_message(ALICE, "hello", agent, lambda text: None)
+        writer.handle_message(alice("m1"), "hello", agent, lambda text: None)
         writer.maintenance.catch_up()
         with Turnlog(str(db), read_only=True) as reader:
             assert len(reader.sessions()) == 1

@@ -40,6 +40,7 @@ class FailingConnection:
         return getattr(self.conn, attr)
 
 
+# Not conftest's `db`: a Path to a log already holding one routed message (tests hash its bytes).
 @pytest.fixture
 def db(tmp_path) -> Path:
     path = tmp_path / "turnlog.db"

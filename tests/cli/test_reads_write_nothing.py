@@ -39,6 +39,7 @@ def fingerprint(db: Path) -> dict[str, str]:
             for p in (db, db.with_name(db.name + "-wal")) if p.exists()}
 
 
+# Not conftest's `db`: a Path to a log holding one routed message with caught-up read models.
 @pytest.fixture
 def db(tmp_path) -> Path:
     path = tmp_path / "turnlog.db"

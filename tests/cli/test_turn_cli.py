@@ -4,10 +4,11 @@ import json
 
 from click.testing import CliRunner
 
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import ManualClock, SequentialIds, Turnlog
 from turnlog.cli import main
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
+from chat import alice, reply_with
+
 KEY = "agent:main:telegram:dm:42"
 
 
@@ -18,8 +19,8 @@ def invoke(*args):
 def test_show_ledger_and_queue(tmp_path):
     db = str(tmp_path / "c.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        session_id = t.handle_message(ALICE, "hello", lambda h, i: "hi alice", lambda text: None)[0].session_id
-        t.command(ALICE, "/queue later please")
+        session_id = t.handle_message(alice("m1"), "hello", reply_with("hi alice"), lambda text: None)[0].session_id
+        t.command(alice("m1"), "/queue later please")
 
     show = invoke("--db", db, "show", KEY, "--json")
     assert show.exit_code == 0, show.output

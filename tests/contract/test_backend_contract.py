@@ -10,8 +10,8 @@ from harness import never_called, procs
 from key_race import run as race_on_one_key
 from turnlog import LeaseTimeout, SessionSource, StaleLease, Turnlog
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
-BOB = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
+from chat import ALICE, BOB
+
 T0 = "2026-03-01T10:00:00+00:00"
 
 

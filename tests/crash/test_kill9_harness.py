@@ -18,7 +18,9 @@ from harness.adapter import FakeAdapter
 from harness.checker import PREFIX, Checker
 from harness.runner import main as harness_main
 from harness.runner import run_harness
-from turnlog import ManualClock, SessionSource, Turnlog
+from turnlog import ManualClock, Turnlog
+
+from chat import alice
 
 ROUNDS = 50
 
@@ -50,10 +52,6 @@ def test_the_harness_prints_rounds_kills_and_violations(tmp_path, capsys):
 # -- the checker catches each kind of violation ----------------------------------------------------
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-
-
-def alice(message_id: str) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
 
 
 @pytest.fixture()

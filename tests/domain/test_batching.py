@@ -4,12 +4,10 @@ from datetime import timedelta
 
 from turnlog import EngineConfig, ManualClock, SequentialIds, SessionSource, TextBatching, Turnlog
 
+from chat import echo
+
 WX = SessionSource(platform="weixin", chat_type="dm", chat_id="u1", user_id="u1")
 TG = SessionSource(platform="telegram", chat_type="dm", chat_id="1", user_id="1")
-
-
-def echo(history, item):
-    return f"re: {item.text}"
 
 
 def engine(tmp_path, clock, platforms=frozenset({"weixin"})):

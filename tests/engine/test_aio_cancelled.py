@@ -10,10 +10,11 @@ import threading
 
 import pytest
 
-from turnlog import EngineConfig, ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import EngineConfig, ManualClock, Turnlog
 from turnlog.aio import AsyncTurnlog
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id="m-1")
+from chat import alice
+
 TTL_S = 30.0
 WAIT_S = 30.0  # a bound on every wait below, never a pause
 
@@ -36,16 +37,14 @@ def clock():
 
 
 @pytest.fixture
-def t(db, clock):
-    config = EngineConfig(lease_ttl_s=TTL_S, lease_timeout_s=600)
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a", config=config) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog(owner="gateway-a", config=EngineConfig(lease_ttl_s=TTL_S, lease_timeout_s=600))
 
 
 def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):
-    session_id = t.get_or_create_session(ALICE).session_id
+    session_id = t.get_or_create_session(alice("m-1")).session_id
     with Turnlog(db, clock=clock, owner="dead-gateway") as dead:
-        dead.acquire_lease(session_id, t.routing_key(ALICE))  # and it never renews it
+        dead.acquire_lease(session_id, t.routing_key(alice("m-1")))  # and it never renews it
     asked: list[str] = []
     sent: list[str] = []
 
@@ -60,7 +59,7 @@ def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):
         # One store slot: a store call queued behind the waiting turn runs only once that turn gave up.
         at = AsyncTurnlog(t, store_threads=1)
         clock.judged.clear()
-        call = asyncio.create_task(at.handle_message(ALICE, "hello", agent, send))
+        call = asyncio.create_task(at.handle_message(alice("m-1"), "hello", agent, send))
         assert await asyncio.to_thread(clock.judged.wait, WAIT_S), "the turn never looked at the lease"
         call.cancel()  # accepted, waiting for the dead gateway's lease
         with pytest.raises(asyncio.CancelledError):
@@ -70,7 +69,7 @@ def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):
     asyncio.run(cancelled_call())
 
     assert asked == [] and sent == []
-    assert [item["state"] for item in t.queue(ALICE)] == ["pending"]  # not started with nobody to answer it
+    assert [item["state"] for item in t.queue(alice("m-1"))] == ["pending"]  # not started with nobody to answer it
     status = t.status()
     assert status["active_turns"] == []
     assert [lease["owner"] for lease in status["expired_leases"]] == ["dead-gateway"]
@@ -79,12 +78,12 @@ def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):
     outcomes = [t.run_next(source, lambda history, item: f"re: {item.text}", sent.append)
                 for source in t.pending_inbound()]
     assert [o.session_id for o in outcomes if o] == [session_id] and sent == ["re: hello"]
-    assert t.queue(ALICE) == [] and t.status()["active_turns"] == []
+    assert t.queue(alice("m-1")) == [] and t.status()["active_turns"] == []
 
 
 def test_status_lists_a_lease_its_holder_left_to_expire_apart_from_running_turns(t, db, clock):
-    session_id = t.get_or_create_session(ALICE).session_id
-    token = t.acquire_lease(session_id, t.routing_key(ALICE))
+    session_id = t.get_or_create_session(alice("m-1")).session_id
+    token = t.acquire_lease(session_id, t.routing_key(alice("m-1")))
     assert [lease["session_id"] for lease in t.status()["active_turns"]] == [session_id]
 
     clock.advance(TTL_S)  # nobody renewed it

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog, TurnlogClosed
+from turnlog import ManualClock, SequentialIds, Turnlog, TurnlogClosed
 from turnlog.aio import AsyncTurnlog
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id="m-1")
-ALICE_AGAIN = SessionSource(platform="telegram", chat_id="42", user_id="42", message_id="m-2")
+from chat import alice
+
 WAIT_S = 30.0  # a bound on every wait below, never a pause
 
 
@@ -37,7 +37,7 @@ class BlockedTurn:
 
     def _run(self, t: Turnlog) -> None:
         try:
-            t.handle_message(ALICE, "hello", self._agent, self.sent.append)
+            t.handle_message(alice("m-1"), "hello", self._agent, self.sent.append)
         except BaseException as e:  # noqa: BLE001 - the test reads it
             self.raised.append(e)
 
@@ -61,8 +61,8 @@ def test_close_cancels_a_turn_that_outlasts_its_wait_and_releases_its_lease(db):
     with engine(db, clock, "gateway-b") as after:
         session_id = after.sessions()[0]["session_id"]
         assert after.lease_holder(session_id) is None  # released now, not at the TTL
-        assert after.queue(ALICE) == []  # its item was failed, not left started
-        [outcome] = after.handle_message(ALICE_AGAIN, "again", lambda h, item: f"re: {item.text}",
+        assert after.queue(alice("m-1")) == []  # its item was failed, not left started
+        [outcome] = after.handle_message(alice("m-2"), "again", lambda h, item: f"re: {item.text}",
                                          turn.sent.append, timeout=0)
         assert outcome.session_id == session_id and turn.sent == ["re: again"]
 
@@ -82,7 +82,7 @@ def test_close_waits_for_a_running_turn_to_end(db):
     assert not closer.is_alive() and turn.raised == [] and turn.sent == ["re: hello"]
     with engine(db, clock, "gateway-b") as after:
         assert after.lease_holder(after.sessions()[0]["session_id"]) is None
-        assert after.queue(ALICE) == []
+        assert after.queue(alice("m-1")) == []
 
 
 def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
@@ -99,7 +99,7 @@ def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
 
     async def main() -> BaseException:
         at = AsyncTurnlog(t)
-        call = asyncio.create_task(at.handle_message(ALICE, "hello", agent, send))
+        call = asyncio.create_task(at.handle_message(alice("m-1"), "hello", agent, send))
         assert await asyncio.to_thread(entered.wait, WAIT_S)
         await asyncio.to_thread(t.close, wait_s=0)
         try:
@@ -112,4 +112,4 @@ def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
     assert isinstance(error, TurnlogClosed), repr(error)
     with engine(db, clock, "gateway-b") as after:
         assert after.lease_holder(after.sessions()[0]["session_id"]) is None
-        assert after.queue(ALICE) == []
+        assert after.queue(alice("m-1")) == []

@@ -4,21 +4,14 @@ import multiprocessing
 
 from turnlog import EngineConfig, ManualClock, SequentialIds, SessionSource, Turnlog
 
+from chat import alice, echo
+
 KEY = "agent:main:telegram:dm:42"
 WX_KEY = "agent:main:weixin:dm:u1"
 
 
-def alice(message_id=None, **fields):
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id,
-                         **fields)
-
-
 def weixin(message_id=None, user="u1"):
     return SessionSource(platform="weixin", chat_type="dm", chat_id=user, user_id=user, message_id=message_id)
-
-
-def echo(history, item):
-    return f"re: {item.text}"
 
 
 def user_messages(t, key):

@@ -7,9 +7,8 @@ import warnings
 
 import pytest
 
-from turnlog import SessionSource
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42")
+from chat import alice
 
 
 def test_an_old_attribute_warns_and_gives_the_collaborator(t) -> None:
@@ -25,7 +24,7 @@ def test_an_unknown_attribute_is_still_an_attribute_error(t) -> None:
 
 
 def test_old_lease_methods_warn_and_run_the_turns_group(t) -> None:
-    session_id = t.get_or_create_session(ALICE).session_id
+    session_id = t.get_or_create_session(alice()).session_id
     with pytest.warns(DeprecationWarning, match=r"use Turnlog\.turns\.acquire_lease"):
         token = t.acquire_lease(session_id, "key")
     with pytest.warns(DeprecationWarning, match=r"use Turnlog\.turns\.append_message"):
@@ -38,7 +37,7 @@ def test_old_lease_methods_warn_and_run_the_turns_group(t) -> None:
 
 
 def test_the_lease_commands_once_at_t_turns_still_answer_there(t) -> None:
-    session_id = t.get_or_create_session(ALICE).session_id
+    session_id = t.get_or_create_session(alice()).session_id
     with pytest.warns(DeprecationWarning, match=r"Turnlog\.turns\.acquire is deprecated"):
         token = t.turns.acquire(session_id, "key")
     assert t.turns.holder(session_id).epoch == token.epoch
@@ -47,7 +46,7 @@ def test_the_lease_commands_once_at_t_turns_still_answer_there(t) -> None:
 
 
 def test_old_maintenance_methods_return_what_they_returned(t) -> None:
-    t.get_or_create_session(ALICE)
+    t.get_or_create_session(alice())
     with pytest.warns(DeprecationWarning):
         assert t.rebuild() == t.maintenance.rebuild()["events"]
     with pytest.warns(DeprecationWarning):
@@ -59,19 +58,19 @@ def test_old_maintenance_methods_return_what_they_returned(t) -> None:
 
 
 def test_show_is_the_session_row_with_its_lease_and_transcript(t) -> None:
-    session_id = t.get_or_create_session(ALICE).session_id
+    session_id = t.get_or_create_session(alice()).session_id
     with pytest.warns(DeprecationWarning, match=r"Turnlog\.show is deprecated"):
         shown = t.show(session_id)
     assert shown == {**t.session(session_id).to_dict(), "lease": None, "messages": []}
 
 
 def test_session_takes_a_routing_key_as_show_did(t) -> None:
-    session_id = t.get_or_create_session(ALICE).session_id
-    assert t.session(ALICE).session_id == t.session(t.routing_key(ALICE)).session_id == session_id
+    session_id = t.get_or_create_session(alice()).session_id
+    assert t.session(alice()).session_id == t.session(t.routing_key(alice())).session_id == session_id
 
 
 def test_a_row_read_as_a_dict_warns_and_answers(t) -> None:
-    t.get_or_create_session(ALICE)
+    t.get_or_create_session(alice())
     row = t.sessions()[0]
     with pytest.warns(DeprecationWarning, match="reading a SessionRow as a dict is deprecated"):
         assert row["session_id"] == row.session_id

@@ -21,6 +21,8 @@ from harness import never_called, procs
 from harness.log import events
 from turnlog import ManualClock, SessionSource, Turnlog
 
+from chat import alice, collect, reply_with
+
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 PREFIX = "♻️ Recovered reply"
 GW = "main"
@@ -29,15 +31,6 @@ NOTES = {"restart": "a gateway restart", "shutdown": "a gateway shutdown"}
 
 def boot(db: Path, minutes: float) -> Turnlog:
     return Turnlog(db, clock=ManualClock(T0 + timedelta(minutes=minutes)))
-
-
-def alice(message_id: str | None = None) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
-
-
-@pytest.fixture()
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.db"
 
 
 # A gateway whose agent is busy in a worker thread when the main thread drains, then exits.
@@ -62,7 +55,7 @@ os._exit(0)
 def test_a_drain_with_nothing_running_stops_clean(db):
     t = boot(db, 0)
     t.start_gateway(GW)
-    t.handle_message(alice("m1"), "hello", lambda h, i: "hi", lambda text: None)
+    t.handle_message(alice("m1"), "hello", reply_with("hi"), lambda text: None)
     assert t.drain("shutdown", timeout_s=0.2) is True
     last = t.status(GW)["last_boot"]
     assert (last["state"], last["drain_reason"], last["drain_timed_out"], last["ended_clean"]) == \
@@ -198,7 +191,7 @@ def test_a_reply_being_sent_when_the_drain_times_out_is_redelivered_not_answered
     assert turn.action == "redeliver"
 
     sent = []
-    swept = t.sweep_deliveries(lambda target, text: sent.append(text))
+    swept = t.sweep_deliveries(collect(sent))
     assert len(swept.delivered) == 1
     assert len(sent) == 1 and sent[0].startswith(PREFIX) and sent[0].endswith("all green")
     assert t.status(GW)["resume_pending"] == []  # the sweep delivered it: nothing is left to resume
@@ -216,7 +209,7 @@ def test_a_reply_owed_to_a_platform_not_connected_yet_is_not_answered_again_mean
     assert swept.delivered == [] and len(swept.skipped) == 1
     assert t.resume_interrupted(never_called, never_called) == []
     sent = []
-    assert len(t.sweep_deliveries(lambda target, text: sent.append(text), platforms={"telegram"}).delivered) == 1
+    assert len(t.sweep_deliveries(collect(sent), platforms={"telegram"}).delivered) == 1
     assert len(sent) == 1 and sent[0].endswith("all green")
     assert t.resume_interrupted(never_called, never_called) == []
     assert [m["role"] for m in t.transcript(turn.session_id)] == ["user", "assistant"]

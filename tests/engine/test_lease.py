@@ -10,8 +10,9 @@ import pytest
 
 from turnlog import EngineConfig, LeaseTimeout, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
 
+from chat import ALICE
+
 TTL = 30.0
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB_GROUP = SessionSource(platform="telegram", chat_type="group", chat_id="-100", user_id="7")
 
 
@@ -21,20 +22,12 @@ def clock():
 
 
 @pytest.fixture
-def db(tmp_path):
-    return str(tmp_path / "turnlog.db")
-
-
-@pytest.fixture
-def engines(db, clock):
+def engines(make_turnlog):
     """Two engines on one file (two 'processes') sharing one manual clock."""
     config = EngineConfig(lease_ttl_s=TTL, lease_timeout_s=0.05)
     ids = SequentialIds()
-    a = Turnlog(db, clock=clock, session_ids=ids, config=config, owner="gateway-a")
-    b = Turnlog(db, clock=clock, session_ids=ids, config=config, owner="gateway-b")
-    yield a, b
-    a.close()
-    b.close()
+    return (make_turnlog(session_ids=ids, config=config, owner="gateway-a"),
+            make_turnlog(session_ids=ids, config=config, owner="gateway-b"))
 
 
 def _session(t, source=ALICE):

@@ -4,9 +4,9 @@ and what became of each accepted message."""
 
 from __future__ import annotations
 
-from turnlog import BootSummary, LogEvent, MessageFate, QueueDepth, SessionSource, TurnSpan
+from turnlog import BootSummary, LogEvent, MessageFate, QueueDepth, TurnSpan
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice", message_id="m1")
+from chat import alice
 
 
 def answer(history, item):
@@ -19,7 +19,7 @@ def nowhere(text):
 
 def test_the_log_head_and_the_events_around_a_position(t):
     assert t.maintenance.log_head() == 0
-    t.handle_message(ALICE, "hello", answer, nowhere)
+    t.handle_message(alice("m1", user_name="alice"), "hello", answer, nowhere)
     head = t.maintenance.log_head()
     window = t.events_around(head, before=2, after=2)
     assert [e.position for e in window] == [head - 2, head - 1, head]
@@ -40,14 +40,14 @@ def test_the_gateways_that_booted_and_their_boots(t, other):
 
 
 def test_queue_depths_turn_spans_and_message_fates(t):
-    t.accept(ALICE, "first")
-    assert t.queue_depths() == [QueueDepth(t.routing_key(ALICE), 1, 0)]
+    t.accept(alice("m1", user_name="alice"), "first")
+    assert t.queue_depths() == [QueueDepth(t.routing_key(alice("m1", user_name="alice")), 1, 0)]
     assert t.turn_spans() == []
-    while t.run_next(ALICE, answer, nowhere) is not None:
+    while t.run_next(alice("m1", user_name="alice"), answer, nowhere) is not None:
         pass
     assert t.queue_depths() == []
     spans = t.turn_spans()
     assert len(spans) == 1 and isinstance(spans[0], TurnSpan) and spans[0].seconds >= 0
-    [fate] = t.message_fates(ALICE)
+    [fate] = t.message_fates(alice("m1", user_name="alice"))
     assert isinstance(fate, MessageFate) and (fate.message_id, fate.state, fate.outcome) == ("m1", "completed", "answered")
-    assert t.route_id(ALICE) == t.routes()[0].route_id
+    assert t.route_id(alice("m1", user_name="alice")) == t.routes()[0].route_id

@@ -11,7 +11,8 @@ import pytest
 from harness import procs
 from turnlog import SessionSource, StaleLease, Turnlog, TurnlogError
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
+
 BUSY_CAP = 32
 
 

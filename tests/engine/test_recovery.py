@@ -24,6 +24,8 @@ from harness.log import event_count, events
 from turnlog import EngineConfig, ManualClock, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
+from chat import alice, reply_with
+
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 PREFIX = "♻️ Recovered reply"
 GW = "main"
@@ -38,11 +40,6 @@ def boot(db: Path, minutes: float, **options) -> Turnlog:
     return Turnlog(db, clock=ManualClock(at(minutes)), **options)
 
 
-def alice(message_id: str | None = None) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice",
-                         message_id=message_id)
-
-
 class Sent(list):
     """A sweep sender that records (target, text)."""
 
@@ -52,11 +49,6 @@ class Sent(list):
 
 def cli_run(db: Path, *args: str):
     return CliRunner().invoke(cli, ["--db", str(db), *args], env={"TURNLOG_DB": None, "TURNLOG_DEBUG": None})
-
-
-@pytest.fixture()
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.db"
 
 
 # -- child gateways ------------------------------------------------------------------------------
@@ -128,7 +120,7 @@ def test_a_boot_is_recorded_with_its_boot_id_pid_host_and_time(db):
 def test_a_clean_stop_lets_the_next_start_skip_recovery(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    first.handle_message(alice("m1"), "hello", lambda h, i: "hi", lambda text: None)
+    first.handle_message(alice("m1", user_name="alice"), "hello", reply_with("hi"), lambda text: None)
     first.stop_gateway()
     assert first.status(GW)["last_boot"]["ended_clean"] is True
     [stopped] = events(first, "GatewayStopped")
@@ -145,7 +137,7 @@ def test_a_clean_stop_lets_the_next_start_skip_recovery(db):
 def test_a_clean_stop_drops_an_orphan_marker_unresumed(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    routed = first.get_or_create_session(alice())
+    routed = first.get_or_create_session(alice(user_name="alice"))
     first.acquire_lease(routed.session_id, routed.session_key)  # a turn the stop did not wait for
     first.stop_gateway()
 
@@ -166,7 +158,7 @@ def test_an_unclean_stop_is_read_from_the_log_alone(db, tmp_path):
     boot_id = killed.data["boot"]
     # Nothing but the database matters: remove every other file the child or anyone left behind.
     for path in tmp_path.iterdir():
-        if path.is_file() and not path.name.startswith(db.name):
+        if path.is_file() and not path.name.startswith(Path(db).name):
             path.unlink()
     (tmp_path / ".clean_shutdown").write_text("a marker file from some other program means nothing")
 
@@ -218,7 +210,7 @@ def test_an_interrupted_turn_survives_a_long_crash_loop_of_later_boots(db):
     t.stop_gateway()
     later = boot(db, 10)
     later.start_gateway(GW)
-    assert [o.session_id for o in later.resume_interrupted(lambda h, i: "back", lambda text: None)] == \
+    assert [o.session_id for o in later.resume_interrupted(reply_with("back"), lambda text: None)] == \
         [killed.data["session_id"]]
 
 
@@ -249,7 +241,7 @@ def test_killed_inside_the_send_the_reply_is_redelivered_once_with_the_prefix(db
     assert t.sweep_deliveries(never_called).delivered == []
     assert t.resume_interrupted(never_called, never_called) == []
     assert [m["role"] for m in t.transcript(session_id)] == ["user", "assistant"]
-    assert t.queue(alice()) == []
+    assert t.queue(alice(user_name="alice")) == []
     t.stop_gateway()
 
     later = boot(db, 10)
@@ -318,7 +310,7 @@ def test_a_silent_wakeup_turn_cut_off_after_its_reply_owes_nothing(db):
     assert t.ledger() == []
     assert t.sweep_deliveries(never_called).delivered == []
     assert t.resume_interrupted(never_called, never_called) == []
-    assert t.queue(alice()) == []
+    assert t.queue(alice(user_name="alice")) == []
     assert [m["content"] for m in t.transcript(turn.session_id)] == ["wake-up: anything new on the build?",
                                                                      "[SILENT]"]
 
@@ -351,7 +343,7 @@ def test_an_interrupted_turn_without_a_reply_is_resumed_exactly_once_with_a_syst
     assert item_text == "please look into the build"  # the interrupted message, not an empty turn
     assert sent == ["picking up where I left off"]
     assert t.session(session_id)["resume_pending"] is False
-    assert t.queue(alice()) == []
+    assert t.queue(alice(user_name="alice")) == []
 
     assert t.resume_interrupted(never_called, never_called) == []
     t.stop_gateway()
@@ -365,7 +357,7 @@ def test_a_resume_racing_an_inbound_turn_does_not_answer_twice(db):
     """#45456: a human message answered while auto-resume runs through its list is not resumed again."""
     t = boot(db, 0)
     bob = SessionSource(platform="discord", chat_type="dm", chat_id="7", user_id="7", message_id="b1")
-    first = t.get_or_create_session(alice()).session_id
+    first = t.get_or_create_session(alice(user_name="alice")).session_id
     second = t.get_or_create_session(bob).session_id
     t.mark_resume_pending(first, "restart_interrupted")
     t.clock.advance(1)
@@ -378,7 +370,7 @@ def test_a_resume_racing_an_inbound_turn_does_not_answer_twice(db):
     def agent(history, item):
         resumed.append(history[-1].session_id)
         if history[-1].session_id == first:
-            other.handle_message(bob, "are you there?", lambda h, i: "yes, here", lambda text: None)
+            other.handle_message(bob, "are you there?", reply_with("yes, here"), lambda text: None)
         return "resumed"
 
     outcomes = t.resume_interrupted(agent, lambda text: None)
@@ -405,9 +397,9 @@ def test_three_interrupted_turns_in_a_row_suspend_the_session(db):
     assert [(s["session_id"], s["suspend_reason"]) for s in status["suspended"]] == [(session_id, "stuck_loop")]
     assert t.resume_candidates() == []
     assert t.resume_interrupted(never_called, never_called) == []
-    assert t.queue(alice()) == []
+    assert t.queue(alice(user_name="alice")) == []
     # The user gets a clean start: the next message opens a new session and is answered.
-    [outcome] = t.handle_message(alice("m2"), "hello again", lambda h, i: "fresh start", lambda text: None)
+    [outcome] = t.handle_message(alice("m2", user_name="alice"), "hello again", reply_with("fresh start"), lambda text: None)
     assert outcome.session_id != session_id and outcome.reason == "suspended"
 
 
@@ -418,12 +410,12 @@ def test_suspension_closes_every_item_left_in_flight_on_the_session(db):
     second = procs.crash(db, in_agent("m2", "second request"), at=at(2))  # continues the session, cut off
     assert second.data["session_id"] == session_id
     assert [x["action"] for x in second.data["recovery"]["interrupted"]] == ["resume_pending"]
-    assert len(Turnlog(db).queue(alice())) == 2
+    assert len(Turnlog(db).queue(alice(user_name="alice"))) == 2
     procs.crash(db, RESUME_IN_AGENT, at=at(4))
     t = boot(db, 6)
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "suspended_stuck_loop"
-    assert t.queue(alice()) == []
+    assert t.queue(alice(user_name="alice")) == []
     closed = [e for e in events(t, "InboundCompleted")]
     assert sorted(e.outcome for e in closed) == ["stuck_loop", "stuck_loop"]
 
@@ -434,7 +426,7 @@ def test_a_completed_turn_in_between_resets_the_count(db):
     t = boot(db, 4)
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "resume_pending"  # two interrupted turns in a row so far
-    [done] = t.resume_interrupted(lambda h, i: "done at last", lambda text: None)
+    [done] = t.resume_interrupted(reply_with("done at last"), lambda text: None)
     assert done.delivery_state == "delivered"
     t.stop_gateway()
 
@@ -457,7 +449,7 @@ def test_the_count_is_derived_from_events_so_it_survives_restarts_and_rebuilds(d
     """Hermes 0.19.0 deletes its counter file at every start, so its guard never fires (docs/behaviour.md §7.4)."""
     def lose_every_file_but_the_database():
         for path in tmp_path.iterdir():
-            if path.is_file() and not path.name.startswith(db.name):
+            if path.is_file() and not path.name.startswith(Path(db).name):
                 path.unlink()
         (tmp_path / ".restart_failure_counts").write_text("{}")
         (tmp_path / "restart_counts.json").write_text("{}")
@@ -516,7 +508,7 @@ def test_only_the_three_restart_reasons_are_auto_resumed(db):
     t.start_gateway(GW)
     expected = [ids["restart_timeout"], ids["shutdown_timeout"], ids["restart_interrupted"]]
     assert [c["session_id"] for c in t.resume_candidates()] == expected
-    outcomes = t.resume_interrupted(lambda h, i: "back", lambda text: None)
+    outcomes = t.resume_interrupted(reply_with("back"), lambda text: None)
     assert [o.session_id for o in outcomes] == expected
     left = {r["session_id"]: r["resume_reason"] for r in t.status(GW)["resume_pending"]}
     assert left == {ids["operator"]: "operator", ids["compression_failed"]: "compression_failed",
@@ -532,7 +524,7 @@ def test_a_marker_older_than_the_freshness_window_is_not_auto_resumed(db):
     t.clock.advance(seconds=600)  # stale: 601 s old; fresh: exactly 600 s old
     t.start_gateway(GW)
     assert [c["session_id"] for c in t.resume_candidates()] == [fresh]
-    assert [o.session_id for o in t.resume_interrupted(lambda h, i: "back", lambda text: None)] == [fresh]
+    assert [o.session_id for o in t.resume_interrupted(reply_with("back"), lambda text: None)] == [fresh]
     assert [r["session_id"] for r in t.status(GW)["resume_pending"]] == [stale]
 
 
@@ -555,7 +547,7 @@ def test_the_boot_storm_guard_skips_auto_resume_and_keeps_sessions_resume_pendin
 
     t = Turnlog(db, clock=ManualClock(T0 + timedelta(seconds=200)))
     assert t.start_gateway(GW).boot_storm is False
-    assert [o.session_id for o in t.resume_interrupted(lambda h, i: "back", lambda text: None)] == [session_id]
+    assert [o.session_id for o in t.resume_interrupted(reply_with("back"), lambda text: None)] == [session_id]
 
 
 # -- 7. the CLI: status and recover ---------------------------------------------------------------
@@ -588,7 +580,7 @@ def test_status_shows_the_last_boot_how_it_ended_and_what_is_left(db):
     t = boot(db, 5)
     t.start_gateway(GW)
     t.sweep_deliveries(lambda target, text: None)
-    t.mark_resume_pending(alice(), "restart_timeout")
+    t.mark_resume_pending(alice(user_name="alice"), "restart_timeout")
     t.stop_gateway()
     data = json.loads(cli_run(db, "status", "--json").stdout)
     assert (data["last_boot"]["boot_id"], data["last_boot"]["ended_clean"]) == (t.owner, True)
@@ -596,7 +588,7 @@ def test_status_shows_the_last_boot_how_it_ended_and_what_is_left(db):
     assert [r["resume_reason"] for r in data["resume_pending"]] == ["restart_timeout"]
     text = cli_run(db, "status").output
     assert "ended clean" in text and "resume_pending: 1" in text and "suspended: 0" in text
-    t.suspend(alice(), "operator")
+    t.suspend(alice(user_name="alice"), "operator")
     data = json.loads(cli_run(db, "status", "--json").stdout)
     assert [r["suspend_reason"] for r in data["suspended"]] == ["operator"]
 

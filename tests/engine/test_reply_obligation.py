@@ -9,7 +9,7 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.domain.inbox import WAKEUP
 from turnlog.domain.silence import SILENCE_NOTICE
 
-ALICE = SessionSource(platform="telegram", chat_type="group", chat_id="-100", thread_id="7", user_id="alice",
+ALICE_IN_GROUP = SessionSource(platform="telegram", chat_type="group", chat_id="-100", thread_id="7", user_id="alice",
                       message_id="m1")
 SAME_FIELDS = ("session_id", "seq", "session_key", "platform", "chat_id", "thread_id", "content")
 
@@ -20,14 +20,14 @@ def engine(path) -> Turnlog:
 
 def by_the_turn_path(tmp_path, reply: str, *, kind: str = "human") -> list[dict]:
     t = engine(tmp_path / "turn.db")
-    t.accept(ALICE, "hello", kind=kind)
-    t.run_next(ALICE, lambda history, item: reply, lambda text: None)
+    t.accept(ALICE_IN_GROUP, "hello", kind=kind)
+    t.run_next(ALICE_IN_GROUP, lambda history, item: reply, lambda text: None)
     return t.ledger()
 
 
-def by_record_reply(tmp_path, reply: str, *, internal: bool = False, reply_to=ALICE) -> list[dict]:
+def by_record_reply(tmp_path, reply: str, *, internal: bool = False, reply_to=ALICE_IN_GROUP) -> list[dict]:
     t = engine(tmp_path / "api.db")
-    route = t.get_or_create_session(ALICE)
+    route = t.get_or_create_session(ALICE_IN_GROUP)
     token = t.acquire_lease(route.session_id, route.session_key, timeout=5)
     t.append_message(token, "user", "hello")
     t.record_reply(token, reply, reply_to=reply_to, internal=internal, inbound_message_id="m1")

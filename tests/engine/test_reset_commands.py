@@ -6,13 +6,10 @@ import pytest
 
 from turnlog import (InvalidRequest, SessionSource, StaleLease)
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE, echo, reply_with
+
 RECOVERED_PREFIX = "♻️ Recovered reply — the gateway restarted during delivery, so this may be a duplicate:\n\n"
 SILENCE_NOTICE = "The agent returned only a silence marker, so there is no reply to this message."
-
-
-def echo(history, item):
-    return f"re: {item.text}"
 
 
 class Outbox:
@@ -184,7 +181,7 @@ def test_resume_without_an_id_shows_usage(t):
 
 def test_silent_human_turn_delivers_the_silence_notice(t):
     outbox = Outbox()
-    outcome = turn(t, "are you there?", responder=lambda h, i: "[SILENT]", outbox=outbox)
+    outcome = turn(t, "are you there?", responder=reply_with("[SILENT]"), outbox=outbox)
     assert outbox.sent == [SILENCE_NOTICE]
     assert outcome.delivery_state == "delivered"
     # the assistant row keeps the marker (alternation kept); the ledger holds what was sent
@@ -198,7 +195,7 @@ def test_silent_wakeup_turn_owes_no_delivery(t):
     sid = turn(t, "hello").session_id
     t.accept(ALICE, "background job done", kind="wakeup")
     outbox = Outbox()
-    outcome = t.run_next(ALICE, lambda h, i: "NO_REPLY", outbox)
+    outcome = t.run_next(ALICE, reply_with("NO_REPLY"), outbox)
     assert outcome.session_id == sid
     assert outcome.delivery_state is None
     assert outbox.sent == []
@@ -213,7 +210,7 @@ def test_wakeup_turn_with_a_real_reply_is_delivered(t):
     turn(t, "hello")
     t.accept(ALICE, "reminder", kind="wakeup")
     outbox = Outbox()
-    outcome = t.run_next(ALICE, lambda h, i: "Your reminder: stretch", outbox)
+    outcome = t.run_next(ALICE, reply_with("Your reminder: stretch"), outbox)
     assert outbox.sent == ["Your reminder: stretch"]
     assert outcome.delivery_state == "delivered"
 

@@ -11,7 +11,7 @@ import pytest
 from harness import procs
 from turnlog import InvalidRequest, ManualClock, ReplyMessage, SessionSource, Turnlog, Usage
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
+from chat import alice, reply_with
 
 
 def call(n: int) -> dict:
@@ -31,7 +31,7 @@ def test_a_turn_with_tool_calls_and_two_messages_for_the_user(tmp_path):
                            usage=Usage(input_tokens=140, output_tokens=5, reasoning_tokens=3, cache_write_tokens=7))
 
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
-        [outcome] = t.handle_message(ALICE, "weather?", agent, sent.append)
+        [outcome] = t.handle_message(alice("m1"), "weather?", agent, sent.append)
         session_id = outcome.session_id
         messages = t.transcript(session_id)
         assert [(m["role"], m["content"], m["tool_call_id"], m["name"], m["finish_reason"]) for m in messages] == [
@@ -52,14 +52,14 @@ def test_a_turn_with_tool_calls_and_two_messages_for_the_user(tmp_path):
             {"seq": 5, "model": "m-large", "input_tokens": 140, "output_tokens": 5, "cache_write_tokens": 7,
              "reasoning_tokens": 3, "turn_id": outcome.turn_id}]
         assert messages[4]["token_count"] == 5
-        assert t.queue(ALICE) == [] and t.lease_holder(session_id) is None
+        assert t.queue(alice("m1")) == [] and t.lease_holder(session_id) is None
 
 
 def test_a_list_reply_and_a_plain_string_reply(tmp_path):
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
         sent: list[str] = []
-        t.handle_message(ALICE, "one", lambda h, i: [{"role": "assistant", "content": "a list answer"}], sent.append)
-        t.handle_message(dataclasses.replace(ALICE, message_id="m2"), "two", lambda h, i: "a plain answer", sent.append)
+        t.handle_message(alice("m1"), "one", lambda h, i: [{"role": "assistant", "content": "a list answer"}], sent.append)
+        t.handle_message(dataclasses.replace(alice("m1"), message_id="m2"), "two", reply_with("a plain answer"), sent.append)
         assert sent == ["a list answer", "a plain answer"]
 
 
@@ -74,10 +74,10 @@ def test_a_list_reply_and_a_plain_string_reply(tmp_path):
 def test_a_bad_rich_reply_fails_the_turn_with_one_line(tmp_path, reply, error):
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
         with pytest.raises(InvalidRequest, match=error):
-            t.handle_message(ALICE, "hi", lambda h, i: reply, lambda text: None)
-        [item] = [h for h in t.history(ALICE) if h.event == "InboundCompleted"]
-        assert item.data["outcome"] == "failed" and t.queue(ALICE) == []
-        assert t.lease_holder(t.get_or_create_session(ALICE).session_id) is None
+            t.handle_message(alice("m1"), "hi", lambda h, i: reply, lambda text: None)
+        [item] = [h for h in t.history(alice("m1")) if h.event == "InboundCompleted"]
+        assert item.data["outcome"] == "failed" and t.queue(alice("m1")) == []
+        assert t.lease_holder(t.get_or_create_session(alice("m1")).session_id) is None
 
 
 TOOL_LOOP = """
@@ -124,4 +124,4 @@ def test_a_tool_loop_killed_after_call_three_keeps_calls_and_results_and_the_res
                                        ("tool", "call_2"), ("assistant", None), ("tool", "call_3")]
         assert "lookup (call_1), lookup (call_2), lookup (call_3)" in seen["note"]
         assert "do not re-run tool calls that already completed" in seen["note"]
-        assert sent == ["continuing from call 4"] and t.queue(SessionSource.from_dict(ALICE.to_dict())) == []
+        assert sent == ["continuing from call 4"] and t.queue(SessionSource.from_dict(alice("m1").to_dict())) == []

@@ -2,19 +2,18 @@
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+from turnlog import StaleLease
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42")
+from chat import alice
 
 
 @pytest.fixture
-def t(tmp_path):
-    with Turnlog(tmp_path / "r.db", clock=ManualClock(), session_ids=SequentialIds()) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog()
 
 
 def test_hygiene_thresholds_need_four_messages_then_85_percent_of_the_context(t):
-    r = t.get_or_create_session(ALICE)
+    r = t.get_or_create_session(alice())
     tok = t.acquire_lease(r.session_id, r.session_key)
     for role in ("user", "assistant", "user"):
         t.append_message(tok, role, "x")
@@ -25,18 +24,18 @@ def test_hygiene_thresholds_need_four_messages_then_85_percent_of_the_context(t)
 
 
 def test_rotation_moves_route_and_lease_to_a_child_with_lineage_and_fences_the_parent(t):
-    r = t.get_or_create_session(ALICE)
+    r = t.get_or_create_session(alice())
     tok = t.acquire_lease(r.session_id, r.session_key)
     for role in ("user", "assistant", "user", "assistant"):
         t.append_message(tok, role, role)
 
-    child_tok = t.rotate_session(tok, ALICE)
+    child_tok = t.rotate_session(tok, alice())
 
     assert child_tok.session_id != r.session_id and child_tok.turn_id == tok.turn_id
     child = t.session(child_tok.session_id)
     assert (child["parent_session_id"], child["created_reason"]) == (r.session_id, "compression")
     assert t.session(r.session_id)["end_reason"] == "compression"
-    assert t.get_or_create_session(ALICE).session_id == child_tok.session_id  # route re-pointed
+    assert t.get_or_create_session(alice()).session_id == child_tok.session_id  # route re-pointed
     with pytest.raises(StaleLease):
         t.append_message(tok, "assistant", "late write to the parent")
     assert len(t.transcript(r.session_id)) == 4  # the refused write left no event

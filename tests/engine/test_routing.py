@@ -18,8 +18,9 @@ from turnlog.domain.policy import ResetPolicies, ResetPolicy
 from turnlog.domain.source import SessionSource
 from turnlog.errors import InvalidRequest, NotFound
 
+from chat import ALICE
+
 START = "2026-03-01T10:00:00+00:00"
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
 ALICE_KEY = "agent:main:telegram:dm:42"
 BOB = SessionSource(platform="discord", chat_type="dm", chat_id="77", user_id="77", user_name="bob")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import InvalidRequest, ManualClock, SequentialIds, Turnlog
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42")
+from chat import alice
 
 
 def failing_send(text):
@@ -19,7 +19,7 @@ def owed(tmp_path):
     """A database whose ledger owes one reply (its first delivery attempt failed)."""
     db = str(tmp_path / "t.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(ALICE, "hello", lambda h, i: "hi alice", failing_send)
+        t.handle_message(alice(), "hello", lambda h, i: "hi alice", failing_send)
         assert [d["state"] for d in t.ledger()] == ["failed"]
     return db
 

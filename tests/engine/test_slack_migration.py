@@ -2,13 +2,12 @@
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import SessionSource
 
 
 @pytest.fixture
-def t(tmp_path):
-    with Turnlog(tmp_path / "s.db", clock=ManualClock(), session_ids=SequentialIds()) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog()
 
 
 def slack(chat_type, scope=None, **ids):

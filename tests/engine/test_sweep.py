@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
 
 from harness import never_called, procs
 from harness.adapter import read_sent
 from harness.log import events
 from turnlog import ManualClock, SessionSource, Turnlog
+
+from chat import collect, reply_with
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 PREFIX = "♻️ Recovered reply"
@@ -32,11 +33,6 @@ def source(platform: str, chat_id: str, message_id: str | None = None) -> Sessio
 
 def refuse(text):
     raise ConnectionError("platform API unavailable")
-
-
-@pytest.fixture()
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.db"
 
 
 # Each child sends through the fake adapter (one fsynced line per send) and is killed inside the send.
@@ -99,7 +95,7 @@ def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_abandoned
 def test_failed_resends_count_toward_the_three_attempts(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    first.handle_message(source("telegram", "42", "m1"), "ping", lambda h, i: "pong", refuse)
+    first.handle_message(source("telegram", "42", "m1"), "ping", reply_with("pong"), refuse)
     first.stop_gateway()
     [row] = first.ledger()
     assert (row["state"], row["attempts"]) == ("failed", 1)
@@ -123,9 +119,9 @@ def test_failed_resends_count_toward_the_three_attempts(db):
 def test_a_row_older_than_24_hours_is_abandoned_unsent(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    first.handle_message(source("telegram", "1", "a1"), "old question", lambda h, i: "old answer", refuse)
+    first.handle_message(source("telegram", "1", "a1"), "old question", reply_with("old answer"), refuse)
     first.clock.advance(hours=2)
-    first.handle_message(source("telegram", "2", "b1"), "newer question", lambda h, i: "newer answer", refuse)
+    first.handle_message(source("telegram", "2", "b1"), "newer question", reply_with("newer answer"), refuse)
     first.stop_gateway()
 
     t = Turnlog(db, clock=ManualClock(T0 + timedelta(hours=24, seconds=1)))
@@ -142,7 +138,7 @@ def test_a_row_older_than_24_hours_is_abandoned_unsent(db):
 def test_a_row_exactly_24_hours_old_is_still_delivered(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    first.handle_message(source("telegram", "1", "a1"), "question", lambda h, i: "answer", refuse)
+    first.handle_message(source("telegram", "1", "a1"), "question", reply_with("answer"), refuse)
     first.stop_gateway()
     t = Turnlog(db, clock=ManualClock(T0 + timedelta(hours=24)))
     t.start_gateway(GW)
@@ -152,8 +148,8 @@ def test_a_row_exactly_24_hours_old_is_still_delivered(db):
 def test_the_platform_filter_skips_rows_without_spending_an_attempt(db):
     first = boot(db, 0)
     first.start_gateway(GW)
-    first.handle_message(source("telegram", "1", "a1"), "hi", lambda h, i: "from telegram", refuse)
-    first.handle_message(source("discord", "2", "b1"), "hi", lambda h, i: "from discord", refuse)
+    first.handle_message(source("telegram", "1", "a1"), "hi", reply_with("from telegram"), refuse)
+    first.handle_message(source("discord", "2", "b1"), "hi", reply_with("from discord"), refuse)
     first.stop_gateway()
 
     t = boot(db, 5)
@@ -177,7 +173,7 @@ def test_a_delivered_row_is_never_sent_again_by_later_boots(db):
     t = boot(db, 2)
     t.start_gateway(GW)
     sent = []
-    assert len(t.sweep_deliveries(lambda target, text: sent.append(text)).delivered) == 1
+    assert len(t.sweep_deliveries(collect(sent)).delivered) == 1
     t.stop_gateway()
     for minutes in (4, 6, 8):
         later = boot(db, minutes)

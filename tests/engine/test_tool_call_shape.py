@@ -19,11 +19,12 @@ from harness.hermes_home import fixture_home
 from turnlog import EngineConfig, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.domain.tool_answers import INTERRUPTED_RESULT, interrupted_result, shape_problems, unanswered_calls
 
+from chat import alice
+
 HOME = fixture_home()
 DISCORD = "20261112_164504_50039fe7"  # FIXTURE.md: discord_thread, interrupted mid tool-call
 DISCORD_KEY = "agent:main:discord:thread:1311111111111111111:1311111111111111111"
 DISCORD_CALL = "toolu_012hzsCFQgqK9eLtqPFT1Pnn"  # its last assistant row's call, never answered in Hermes
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
 
 
 def call(call_id: str, name: str = "lookup") -> dict:
@@ -140,9 +141,9 @@ def test_a_turn_whose_agent_raised_between_a_call_and_its_result(tmp_path):
 
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
         with pytest.raises(Cut):
-            t.handle_message(ALICE, "build it", broken, lambda text: None)
+            t.handle_message(alice("m1"), "build it", broken, lambda text: None)
         seen = Seen()
-        t.handle_message(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m2"}), "and?", seen,
+        t.handle_message(SessionSource.from_dict({**alice("m1").to_dict(), "message_id": "m2"}), "and?", seen,
                          lambda text: None)
         at = assert_answered_in_place(seen[0], "call_1", interrupted_result("failed"))
         assert [m["role"] for m in seen[0]] == ["user", "assistant", "tool", "user"] and at == 2
@@ -152,14 +153,14 @@ def test_a_turn_stopped_between_a_call_and_its_result(tmp_path):
     with Turnlog(str(tmp_path / "t.db"), clock=ManualClock()) as t:
         def stopped(history, item):
             yield {"role": "assistant", "content": "", "tool_calls": [call("call_1", "terminal")]}
-            stop = t.command(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m-stop"}), "/stop")
+            stop = t.command(SessionSource.from_dict({**alice("m1").to_dict(), "message_id": "m-stop"}), "/stop")
             assert stop.reply == "Stopped."
             raise Cut("the runner noticed the stop")
 
         with pytest.raises(Cut):
-            t.handle_message(ALICE, "build it", stopped, lambda text: None)
+            t.handle_message(alice("m1"), "build it", stopped, lambda text: None)
         seen = Seen()
-        t.handle_message(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m2"}), "again", seen,
+        t.handle_message(SessionSource.from_dict({**alice("m1").to_dict(), "message_id": "m2"}), "again", seen,
                          lambda text: None)
         assert_answered_in_place(seen[0], "call_1", "interrupted by /stop; not run to completion")
 
@@ -167,12 +168,12 @@ def test_a_turn_stopped_between_a_call_and_its_result(tmp_path):
 def test_a_turn_that_stalled_and_lost_its_lease_between_a_call_and_its_result(tmp_path):
     clock = ManualClock()
     with Turnlog(str(tmp_path / "t.db"), clock=clock) as t:
-        routed = t.get_or_create_session(ALICE)
+        routed = t.get_or_create_session(alice("m1"))
         token = t.acquire_lease(routed.session_id, routed.session_key)
         t.append_message(token, "user", "build it")
         t.append_message(token, "assistant", "", tool_calls=[call("call_1", "terminal")])
         clock.advance(t.config.lease_ttl_s + 1)  # the holder stalls past its lease
         seen = Seen()
-        t.handle_message(SessionSource.from_dict({**ALICE.to_dict(), "message_id": "m2"}), "hello?", seen,
+        t.handle_message(SessionSource.from_dict({**alice("m1").to_dict(), "message_id": "m2"}), "hello?", seen,
                          lambda text: None)
         assert_answered_in_place(seen[0], "call_1", interrupted_result("taken_over"))

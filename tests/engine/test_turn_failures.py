@@ -2,18 +2,14 @@
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+from turnlog import StaleLease
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
 
 
 @pytest.fixture
-def engines(tmp_path):
-    clock = ManualClock()
-    db = str(tmp_path / "turnlog.db")
-    with Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-a") as a, \
-            Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gateway-b") as b:
-        yield a, b
+def engines(make_turnlog):
+    return make_turnlog(owner="gateway-a"), make_turnlog(owner="gateway-b")
 
 
 @pytest.mark.parametrize("command", ["/stop", "/new"])

@@ -10,7 +10,7 @@ import pytest
 
 from turnlog import LeaseTimeout, SessionSource
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
 
 
 class Transactions:

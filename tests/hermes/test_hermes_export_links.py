@@ -18,6 +18,7 @@ PLANTED = ("sessions/.sessions.json.tmp", ".gateway.json.tmp", ".config.yaml.tmp
            "platforms/whatsapp/session/.lid-mapping-15551234567.json.tmp")
 
 
+# Not conftest's `db`: module-scoped, a log holding the fixture Hermes home's import.
 @pytest.fixture(scope="module")
 def db(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("links") / "t.db"

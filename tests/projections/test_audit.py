@@ -19,18 +19,11 @@ from click.testing import CliRunner
 from turnlog import InvalidRequest, ManualClock, NotFound, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
+from chat import alice, echo
+
 KEY = "agent:main:telegram:dm:42"
 BOB_KEY = "agent:main:telegram:dm:77"
 LONG = "hello 4\nsecond line of a message long enough to be cut short in a one-line summary"
-
-
-def alice(message_id: str) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice",
-                         message_id=message_id)
-
-
-def echo(history, item) -> str:
-    return f"re: {item.text}"
 
 
 @dataclass
@@ -52,20 +45,20 @@ def lived(tmp_path_factory) -> Lived:
     clock = ManualClock("2026-03-01T10:00:00+00:00")
     t = Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gw-1")
     clock.set("2026-03-01T10:01:00+00:00")
-    s1 = t.handle_message(alice("m1"), "hello 1", echo, lambda text: None)[0].session_id
+    s1 = t.handle_message(alice("m1", user_name="alice"), "hello 1", echo, lambda text: None)[0].session_id
     clock.set("2026-03-01T10:01:30+00:00")
     bob = SessionSource(platform="telegram", chat_type="dm", chat_id="77", user_id="77", message_id="b1")
     bob_sid = t.handle_message(bob, "hi from bob", echo, lambda text: None)[0].session_id
     clock.set("2026-03-01T10:02:00+00:00")
-    t.handle_message(alice("m2"), "hello 2", echo, lambda text: None)
+    t.handle_message(alice("m2", user_name="alice"), "hello 2", echo, lambda text: None)
     clock.set("2026-03-01T10:03:00+00:00")
     assert t.suspend(KEY, "abuse", actor="ops:bob", cause="ticket:7")
     clock.set("2026-03-01T10:04:00+00:00")
-    s2 = t.handle_message(alice("m3"), "hello 3", echo, lambda text: None)[0].session_id
+    s2 = t.handle_message(alice("m3", user_name="alice"), "hello 3", echo, lambda text: None)[0].session_id
     clock.set("2026-03-01T10:05:00+00:00")
-    assert t.command(alice("m3b"), "/new").changed
+    assert t.command(alice("m3b", user_name="alice"), "/new").changed
     clock.set("2026-03-01T10:06:00+00:00")
-    s3 = t.handle_message(alice("m4"), LONG, echo, lambda text: None)[0].session_id
+    s3 = t.handle_message(alice("m4", user_name="alice"), LONG, echo, lambda text: None)[0].session_id
     assert len({s1, s2, s3, bob_sid}) == 4
     yield Lived(db, t, s1, s2, s3, bob_sid)
     t.close()

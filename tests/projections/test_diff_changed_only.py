@@ -10,13 +10,11 @@ import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
+from chat import echo
+
 
 def chat(n: int, message_id: str) -> SessionSource:
     return SessionSource(platform="telegram", chat_type="dm", chat_id=str(n), user_id=str(n), message_id=message_id)
-
-
-def echo(history, item) -> str:
-    return f"re: {item.text}"
 
 
 @pytest.fixture(scope="module")

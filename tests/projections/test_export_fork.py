@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from turnlog import ManualClock, NotFound, SequentialIds, SessionSource, Turnlog
+from turnlog import ManualClock, NotFound, SessionSource, Turnlog
 from turnlog.cli import main as cli
+
+from chat import alice, echo
 
 SLACK = SessionSource(platform="slack", chat_type="thread", chat_id="C1", thread_id="T9", user_id="U1",
                       user_name="alice", scope_id="W1", chat_name="general")
@@ -34,24 +36,9 @@ def epoch(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def alice(message_id: str | None = None) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice",
-                         message_id=message_id)
-
-
-def echo(history, item) -> str:
-    return f"re: {item.text}"
-
-
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "gateway.db"
-
-
-@pytest.fixture
-def t(db: Path):
-    with Turnlog(db, clock=ManualClock(T0), session_ids=SequentialIds(), owner="gw-1") as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog(clock=ManualClock(T0), owner="gw-1")
 
 
 def at_second(t: Turnlog, second: int) -> str:
@@ -117,7 +104,7 @@ def test_export_has_the_spec_fields_with_what_was_appended(t):
 
 
 def test_the_spec_example_counts_three_messages_and_one_tool_call(t):
-    r = t.get_or_create_session(alice())
+    r = t.get_or_create_session(alice(user_name="alice"))
     token = t.acquire_lease(r.session_id, r.session_key)
     t.append_message(token, "user", "weather?")
     t.append_message(token, "assistant", "", tool_calls=[WEATHER_CALL])
@@ -129,12 +116,12 @@ def test_the_spec_example_counts_three_messages_and_one_tool_call(t):
 
 
 def test_export_by_key_is_the_current_session_and_an_ended_one_has_its_end(t):
-    first = t.handle_message(alice("m1"), "hello", echo, lambda text: None)[0].session_id
+    first = t.handle_message(alice("m1", user_name="alice"), "hello", echo, lambda text: None)[0].session_id
     assert t.export(KEY)["id"] == first
     t.clock.set("2026-03-01T10:05:00+00:00")
-    t.command(alice("m2"), "/new")
+    t.command(alice("m2", user_name="alice"), "/new")
     t.clock.set("2026-03-01T10:06:00+00:00")
-    second = t.handle_message(alice("m3"), "again", echo, lambda text: None)[0].session_id
+    second = t.handle_message(alice("m3", user_name="alice"), "again", echo, lambda text: None)[0].session_id
     ended = t.export(first)
     assert (ended["ended_at"], ended["end_reason"]) == (epoch("2026-03-01T10:05:00+00:00"), "session_reset")
     assert [m["content"] for m in ended["messages"]] == ["hello", "re: hello"]
@@ -280,7 +267,7 @@ def lived_three_turns(t: Turnlog) -> tuple[str, list[int]]:
     """Alice's DM: three turns (6 messages); returns the session and its message positions."""
     for n in range(1, 4):
         t.clock.set(f"2026-03-01T10:0{n}:00+00:00")
-        sid = t.handle_message(alice(f"m{n}"), f"hello {n}", echo, lambda text: None)[0].session_id
+        sid = t.handle_message(alice(f"m{n}", user_name="alice"), f"hello {n}", echo, lambda text: None)[0].session_id
     positions = [h.position for h in t.history(sid, types=["MessageAppended"])]
     assert len(positions) == 6
     return sid, positions
@@ -358,7 +345,7 @@ def test_to_key_points_the_key_at_the_fork_and_the_next_message_lands_in_it(t):
     original = t.session(sid)
     assert (original["end_reason"], original["routed"]) == ("session_switch", False)
     t.clock.set("2026-03-01T10:11:00+00:00")
-    [outcome] = t.handle_message(alice("m9"), "take two", echo, lambda text: None)
+    [outcome] = t.handle_message(alice("m9", user_name="alice"), "take two", echo, lambda text: None)
     assert (outcome.session_id, outcome.user_seq, outcome.reply_seq, outcome.created_session) == (fork, 3, 4, False)
     assert [m["content"] for m in t.transcript(fork)] == ["hello 1", "re: hello 1", "take two", "re: take two"]
     rebound = [h for h in t.history(KEY, types=["RouteBound"]) if h.session_id == fork]

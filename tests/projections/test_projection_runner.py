@@ -71,6 +71,7 @@ def filled(tmp_path_factory) -> str:
     return db
 
 
+# Not conftest's `db`: a fresh copy of the module's `filled` log, so each test may change it.
 @pytest.fixture
 def db(filled, tmp_path) -> str:
     path = str(tmp_path / "turnlog.db")

@@ -16,7 +16,8 @@ from turnlog.config import EngineConfig
 from turnlog.domain.policy import ResetPolicies, ResetPolicy
 from turnlog.domain.source import SessionSource
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
+
 GROUP_ALICE = SessionSource(platform="telegram", chat_type="group", chat_id="-100123", user_id="42")
 GROUP_BOB = SessionSource(platform="telegram", chat_type="group", chat_id="-100123", user_id="77")
 DISCORD_THREAD = SessionSource(platform="discord", chat_type="thread", chat_id="555", thread_id="888",

@@ -20,7 +20,8 @@ from turnlog.domain.transcript import transcript_id
 from turnlog.projections.search import unpack_hex
 from turnlog.projections.views import message_row
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
+
 SLACK = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
 DISCORD = SessionSource(platform="discord", chat_type="thread", chat_id="5", thread_id="8", user_id="9",
                         scope_id="G1")
@@ -65,6 +66,7 @@ def clock():
     return ManualClock("2026-03-01T10:00:00+00:00")
 
 
+# Not conftest's `db`: a log already holding the Telegram and Slack conversations searched below.
 @pytest.fixture
 def db(tmp_path, clock):
     path = str(tmp_path / "turnlog.db")
@@ -75,9 +77,8 @@ def db(tmp_path, clock):
 
 
 @pytest.fixture
-def t(db, clock):
-    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as engine:
-        yield engine
+def t(make_turnlog):
+    return make_turnlog()  # on this module's filled `db`
 
 
 def texts(hits) -> list[str]:

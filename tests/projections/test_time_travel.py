@@ -25,20 +25,13 @@ from harness import procs
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main as cli
 
+from chat import alice, collect, echo
+
 KEY = "agent:main:telegram:dm:42"
 BEFORE_NEW = "2026-03-01T10:03:30+00:00"  # after the 3rd turn on S1, before /new
 DETACHED = "2026-03-01T10:04:30+00:00"  # after /new, before the next message
 AFTER_ALL = "2026-03-01T11:00:00+00:00"  # after the recovery's clean stop
 CUT_OFF = "this turn is cut off"
-
-
-def alice(message_id: str | None = None) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice",
-                         message_id=message_id)
-
-
-def echo(history, item) -> str:
-    return f"re: {item.text}"
 
 
 def resumed(history, item) -> str:
@@ -97,12 +90,12 @@ def sc(tmp_path_factory) -> Scenario:
         outcomes = []
         for n, minute in enumerate((1, 2, 3), start=1):
             clock.set(f"2026-03-01T10:0{minute}:00+00:00")
-            outcomes += t.handle_message(alice(f"m{n}"), f"hello {n}", echo, sent.append)
+            outcomes += t.handle_message(alice(f"m{n}", user_name="alice"), f"hello {n}", echo, sent.append)
         clock.set("2026-03-01T10:04:00+00:00")
-        assert t.command(alice("m3"), "/new").changed
+        assert t.command(alice("m3", user_name="alice"), "/new").changed
         for n, minute in ((4, 5), (5, 6)):
             clock.set(f"2026-03-01T10:0{minute}:00+00:00")
-            outcomes += t.handle_message(alice(f"m{n}"), f"hello {n}", echo, sent.append)
+            outcomes += t.handle_message(alice(f"m{n}", user_name="alice"), f"hello {n}", echo, sent.append)
         clock.set("2026-03-01T10:07:00+00:00")
         t.stop_gateway()
     s1, s2 = outcomes[0].session_id, outcomes[3].session_id
@@ -115,7 +108,7 @@ def sc(tmp_path_factory) -> Scenario:
     clock = ManualClock("2026-03-01T10:10:00+00:00")
     t = Turnlog(db, clock=clock, session_ids=SequentialIds(), owner="gw-2")
     boot = t.start_gateway("main")
-    assert t.sweep_deliveries(lambda target, text: sent.append(text)).delivered == []
+    assert t.sweep_deliveries(collect(sent)).delivered == []
     clock.advance(1)
     outcomes = t.resume_interrupted(resumed, sent.append)
     clock.advance(1)

@@ -9,18 +9,18 @@ import pytest
 from turnlog import InvalidRequest, ManualClock, SequentialIds, SessionSource, Turnlog
 from harness.cli import run
 
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42")
-BOB = SessionSource(platform="telegram", chat_id="43", user_id="43")
+from chat import alice, reply_with
 
+BOB = SessionSource(platform="telegram", chat_id="43", user_id="43")
 
 
 @pytest.fixture
 def made(tmp_path):
     db = str(tmp_path / "t.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(ALICE, "alice first", lambda h, i: "hi alice", lambda text: None)
-        middle = t.at(t.history(t.routing_key(ALICE))[-1].position).position
-        bob = t.handle_message(BOB, "bob later", lambda h, i: "hi bob", lambda text: None)[0].session_id
+        t.handle_message(alice(), "alice first", reply_with("hi alice"), lambda text: None)
+        middle = t.at(t.history(t.routing_key(alice()))[-1].position).position
+        bob = t.handle_message(BOB, "bob later", reply_with("hi bob"), lambda text: None)[0].session_id
         head = t.history(bob)[-1].position
     return db, bob, middle, head
 

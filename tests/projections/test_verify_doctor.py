@@ -13,8 +13,7 @@ from click.testing import CliRunner
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.cli import main
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
-BOB = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
+from chat import ALICE, BOB
 
 
 def converse(t: Turnlog, source: SessionSource, *texts: str) -> str:
@@ -34,6 +33,7 @@ def clock():
     return ManualClock("2026-03-01T10:00:00+00:00")
 
 
+# Not conftest's `db`: a log already holding two conversations, a suspension and caught-up views.
 @pytest.fixture
 def db(tmp_path, clock):
     path = str(tmp_path / "turnlog.db")

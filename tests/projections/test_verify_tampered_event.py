@@ -13,6 +13,7 @@ from harness.cli import ok, run
 TAMPERED = "turnlog:RouteRegistered"  # the first event of this topic is the one changed
 
 
+# Not conftest's `db`: a Path to a log the `demo` command filled, whose bytes the tests tamper with.
 @pytest.fixture
 def db(tmp_path) -> Path:
     path = tmp_path / "turnlog.db"

@@ -9,10 +9,11 @@ import re
 from pathlib import Path
 
 import turnlog
-from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
+from turnlog import ManualClock, SequentialIds, Turnlog
+
+from chat import alice, reply_with
 
 ROOT = Path(turnlog.__file__).parent
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
 
 
 def projection_tables() -> set[str]:
@@ -42,7 +43,7 @@ def test_no_sql_on_a_projection_table_outside_projections():
 
 def test_views_return_typed_rows_and_never_catch_up(tmp_path):
     with Turnlog(str(tmp_path / "gw.db"), clock=ManualClock(), session_ids=SequentialIds()) as t:
-        t.handle_message(ALICE, "hello", lambda history, item: "hi", lambda text: None)
+        t.handle_message(alice("m1"), "hello", reply_with("hi"), lambda text: None)
         assert t.views.sessions() == []  # the views read the models as they are: not caught up yet
         assert len(t.sessions()) == 1  # the facade catches up first (read-your-writes)
         rows = t.views.sessions()
@@ -50,7 +51,7 @@ def test_views_return_typed_rows_and_never_catch_up(tmp_path):
         assert dataclasses.is_dataclass(t.views.routes()[0])
         delivery, content = t.views.ledger()[0]
         assert dataclasses.is_dataclass(delivery) and delivery.state == "delivered" and content == "hi"
-        t.handle_message(ALICE, "again", lambda history, item: "hi", lambda text: None)
+        t.handle_message(alice("m1"), "again", reply_with("hi"), lambda text: None)
         before = t.projections.positions()
         files = [tmp_path / "gw.db", tmp_path / "gw.db-wal"]
 

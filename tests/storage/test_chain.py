@@ -17,15 +17,9 @@ from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 from turnlog.storage.event_compressor import compact, inflate
 from turnlog.storage.chain import ChainBreak
 
+from chat import alice, echo, reply_with
+
 KEY = "agent:main:telegram:dm:42"
-
-
-def alice(message_id: str) -> SessionSource:
-    return SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id=message_id)
-
-
-def echo(history, item) -> str:
-    return f"re: {item.text}"
 
 
 def open_log(db: Path, minute: int = 0) -> Turnlog:
@@ -79,6 +73,7 @@ def verify(db: Path) -> list[ChainBreak]:
         return t.verify_chain()
 
 
+# Not conftest's `db`: a Path to a log already holding three sealed turns (the sqlite3 helpers read it).
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "gateway.db"
@@ -204,7 +199,7 @@ def test_verify_chain_cli_names_an_edited_event_and_passes_when_untouched(tmp_pa
         source = SessionSource(platform="telegram", chat_type="dm", chat_id="1", user_id="1")
         for n in range(3):
             source.message_id = f"m{n}"
-            t.handle_message(source, f"q{n}", lambda history, item: "a", lambda text: None)
+            t.handle_message(source, f"q{n}", reply_with("a"), lambda text: None)
         t.seal()
     runner = CliRunner()
     clean = runner.invoke(main, ["--db", db, "verify", "--chain"])

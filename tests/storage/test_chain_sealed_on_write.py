@@ -84,6 +84,7 @@ def verify_json(db: Path) -> dict:
     return {"exit": result.exit_code, **json.loads(result.output)}
 
 
+# Not conftest's `db`: a Path to a log already holding turns 1-3 (the raw-file helpers read it).
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "gateway.db"

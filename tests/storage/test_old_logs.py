@@ -10,8 +10,9 @@ import pytest
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
+from chat import ALICE
+
 OLD_DB = Path(__file__).parents[1] / "data" / "turns-v1-lease-acquired.db"
-ALICE = SessionSource(platform="telegram", chat_id="42", user_id="42", user_name="alice")
 BOB = SessionSource(platform="discord", chat_id="7", user_id="7", user_name="bob")
 
 

@@ -15,10 +15,10 @@ import pytest
 
 from key_race import run
 from postgres_server import create_database, server
-from turnlog import LeaseTimeout, ManualClock, SequentialIds, SessionSource, StaleLease, Turnlog
+from turnlog import LeaseTimeout, ManualClock, SequentialIds, StaleLease, Turnlog
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
-BOB = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
+from chat import ALICE, BOB, reply_with
+
 PROCESSES, ROUNDS = 4, 8
 _names = itertools.count()
 
@@ -46,9 +46,9 @@ def test_two_gateways_share_one_postgres_log(url, tmp_path):
     a, b = engines(url, tmp_path, clock)
     try:
         clock.advance(5)
-        a.handle_message(ALICE, "please check the 数据库迁移 kiwi", lambda h, i: "kiwi checked", lambda text: None)
+        a.handle_message(ALICE, "please check the 数据库迁移 kiwi", reply_with("kiwi checked"), lambda text: None)
         clock.advance(5)
-        b.handle_message(BOB, "deploy the gateway", lambda h, i: "deployed", lambda text: None)
+        b.handle_message(BOB, "deploy the gateway", reply_with("deployed"), lambda text: None)
 
         # Each gateway's read models come from the one log.
         assert a.routes() == b.routes() and len(a.routes()) == 2

@@ -11,7 +11,8 @@ from turnlog import SequentialIds, SessionSource, Turnlog
 from turnlog.domain.transcript import transcript_id
 from turnlog.projections.views import message_row
 
-ALICE = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", user_name="alice")
+from chat import ALICE
+
 SLACK = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_id="U1", scope_id="T1")
 
 

@@ -44,6 +44,7 @@ def assert_clean_attributes(page: str) -> None:
             assert not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in value or ""), (tag, name, value)
 
 
+# Not conftest's `db`: module-scoped, the web log plus a session with an odd id.
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("attrs") / "log.db")

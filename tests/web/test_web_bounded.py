@@ -22,6 +22,7 @@ BASE = "http://127.0.0.1"
 HEAVY_AT_ONCE = 2  # turnlog/web/app.py
 
 
+# Not conftest's `db`: the web log (log.db), built with tempfile's folder moved under tmp_path.
 @pytest.fixture
 def db(tmp_path, monkeypatch):
     tmp = tmp_path / "tmp"
