@@ -8,7 +8,6 @@ import sqlite3
 import uuid as _uuid
 import warnings
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
@@ -27,7 +26,7 @@ from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate, message_fates
-from .commands.turn import Responder, TurnOutcome, TurnParts, reply_obligation
+from .commands.turn import Responder, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
 from .turn_operations import TurnOperations
 from .config import EngineConfig

@@ -193,7 +193,6 @@ class HermesImporter:
     def _plan_routes(self, home: HermesHome, rows: dict[str, dict[str, Any]], report: ImportReport) -> _Plan:
         plan = _Plan()
         for key, entry in home.routing.items():
-            session_id = entry.get("session_id")
             reason = self._unroutable(key, entry, rows)
             rk = None
             if reason is None:
