@@ -13,6 +13,17 @@ import pytest
 
 from turnlog import ManualClock, SequentialIds, Turnlog
 
+from chat import ALICE, BOB
+
+
+@pytest.fixture(autouse=True)
+def shared_sources_stay_as_they_are() -> Iterator[None]:
+    """ALICE and BOB are shared by every module: a test that changed one would change the next
+    module's tests (a source is mutable); copy it instead (`dataclasses.replace`)."""
+    before = (ALICE.to_dict(), BOB.to_dict())
+    yield
+    assert (ALICE.to_dict(), BOB.to_dict()) == before, "a test changed tests/chat.py's ALICE or BOB: copy it first"
+
 
 @pytest.fixture
 def db(tmp_path):

@@ -4,6 +4,7 @@ start saved a LeaseRenewed beside each version-1 LeaseAcquired (no `last_seq`): 
 keys, the last one run after waiting for another owner's lease (tests/data/README.md)."""
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,9 @@ def test_an_old_log_rebuilds_to_the_read_models_it_had(old):
 
 
 def test_turns_continue_an_old_log_at_the_right_seq_and_epoch(old):
-    ALICE.message_id, BOB.message_id = "a2", "b3"
-    alice, = old.handle_message(ALICE, "again", reply, lambda text: None)
-    bob, = old.handle_message(BOB, "again", reply, lambda text: None)
+    # Copies: ALICE is shared by every test module (tests/chat.py).
+    alice, = old.handle_message(replace(ALICE, message_id="a2"), "again", reply, lambda text: None)
+    bob, = old.handle_message(replace(BOB, message_id="b3"), "again", reply, lambda text: None)
     # the old log: alice 1 turn (seqs 1-2, epoch 1); bob 2 turns and another owner's bare lease (seqs 1-4, epoch 3)
     assert (alice.epoch, alice.user_seq, alice.reply_seq) == (2, 3, 4)
     assert (bob.epoch, bob.user_seq, bob.reply_seq) == (4, 5, 6)
