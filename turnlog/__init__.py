@@ -12,7 +12,9 @@ from .clock import Clock, ManualClock, SequentialIds, SystemClock
 from .commands.delivery import Attempt
 from .commands.inbound import Accepted
 from .commands.keeper import CancelToken, RunningTurn, current_turn
-from .commands.recovery import BootReport, RecoveryReport, SweepReport
+from .commands.boots import BootReport
+from .commands.recovery import RecoveryReport
+from .commands.sweep import SweepReport
 from .commands.routing import RouteResult
 from .commands.lease import LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate

@@ -18,7 +18,10 @@ from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
 from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
-from .commands.recovery import BootReport, RecoveryCommands, RecoveryReport, SweepReport, SweepSender
+from .commands.boots import BootCommands, BootReport
+from .commands.gateways import GatewayRecords
+from .commands.recovery import RecoveryCommands, RecoveryReport
+from .commands.sweep import SweepCommands, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.runner import TurnRunner
@@ -153,8 +156,10 @@ class Turnlog:
                                        display=self._backend.display, lock_wait=lock_wait)
         # Reads go through the views; writable, the facade catches the read models up first.
         self._views = Views(self._projections, self._app, refresh=self.maintenance.catch_up)
-        self._recovery = RecoveryCommands(self._ctx, self._leases, self._deliveries, self._views,
-                                          keeper=self._keeper)
+        self._gateways = GatewayRecords(self._ctx, self._leases, self._views)
+        self._recovery = RecoveryCommands(self._ctx, self._leases, self._deliveries, self._views, self._gateways)
+        self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
+        self._sweep = SweepCommands(self._ctx, self._deliveries, self._views, self._gateways)
         self._forks = ForkCommands(self._ctx)
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner)
 
@@ -310,15 +315,15 @@ class Turnlog:
     def start_gateway(self, name: str = "main") -> BootReport:
         """Record this boot (its id is this instance's owner) and recover what earlier boots left."""
         self._gateway_name = name
-        return self._recovery.start(name)
+        return self._boots.start(name)
 
     def drain(self, reason: str = "restart", timeout_s: float = 0.0) -> bool:
         """Mark running turns resume_pending, wait up to timeout_s, stop; True if the stop was clean."""
-        return self._recovery.begin_drain(self._gateway(), reason, timeout_s)
+        return self._boots.begin_drain(self._gateway(), reason, timeout_s)
 
     def stop_gateway(self) -> None:
         """A clean stop with nothing running (use drain() when turns may be running)."""
-        self._recovery.stop(self._gateway(), clean=True)
+        self._boots.stop(self._gateway(), clean=True)
 
     def _gateway(self) -> str:
         if self._gateway_name is None:
@@ -333,7 +338,7 @@ class Turnlog:
         """Deliver what earlier boots owed; `send(target, text)` is the platform send (checked up
         front: InvalidRequest for a sender that cannot take two arguments)."""
         require_sender(send, ("target", "text"), "sweep_deliveries")
-        return self._recovery.sweep(send, platforms=platforms)
+        return self._sweep.sweep(send, platforms=platforms)
 
     def resume_candidates(self, name: str | None = None) -> list[ResumePendingSession]:
         """Sessions to auto-resume now; none during a boot storm."""
@@ -378,7 +383,7 @@ class Turnlog:
         """Last boot and how it ended, active turns (and leases left expired by their holders), pending
         deliveries, resume_pending and suspended sessions."""
         self.maintenance.catch_up()
-        return gateway_status(name, self._recovery.gateway(name), self._views, lease_time(self._clock))
+        return gateway_status(name, self._gateways.gateway(name), self._views, lease_time(self._clock))
 
     def gateways(self) -> list[str]:
         """The names of the gateways that ever booted on this log."""
@@ -389,7 +394,7 @@ class Turnlog:
     def boots(self, name: str = "main") -> list[BootSummary]:
         """The boots of gateway `name` that its record keeps, oldest first: the recent ones and
         any older one still to be recovered (none: never started)."""
-        return boot_summaries(self._recovery.gateway(name))
+        return boot_summaries(self._gateways.gateway(name))
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 

@@ -17,38 +17,27 @@ process, is safe.
 
 from __future__ import annotations
 
-import os
-import socket
-import time
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
-from ..domain.delivery import MAX_ATTEMPTS, Delivery, delivery_id
-from ..domain import heartbeat as liveness
-from ..domain.gateway import Gateway, gateway_id
-from ..domain.heartbeat import Heartbeat, heartbeat_id
+from ..domain.delivery import Delivery, delivery_id
+from ..domain.gateway import Gateway
 from ..domain.inbox import WAKEUP, Inbox, InboxItem
 from ..domain.reply import turn_answer
 from ..domain.lease import RESTART_RECOVERY, TurnLease
-from ..domain.recovery import STUCK_LOOP_LIMIT  # noqa: F401  (its old home)
 from ..domain.recovery import (SUSPENDED_STUCK_LOOP, UNOWNED_ROW, InterruptedFacts, answered_items,
                                closes_in_flight_items, decide_interrupted_turn, finishes_the_turn)
 from ..domain.silence import outbound_for_reply
 from ..domain.transcript import MessageAppended, read_transcript
-from ..errors import GatewayStillRunning, InvalidRequest
 from ..projections.views import Views
 from .context import CommandContext
 from .delivery import DeliveryCommands
+from .gateways import GatewayRecords
 from .lease import LeaseCommands, lease_id
 from .tool_answers import answer_events
 
 AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
-DELIVERY_MAX_AGE = timedelta(hours=24)
-DRAIN_POLL_S = 0.05
-
-SweepSender = Callable[[dict[str, Any], str], None]
 
 
 @dataclass
@@ -81,181 +70,35 @@ class RecoveryReport:
                 "interrupted": [t.to_dict() for t in self.interrupted]}
 
 
-@dataclass
-class BootReport:
-    boot_id: str
-    previous_boot_id: str | None
-    previous_clean: bool | None
-    recovery: RecoveryReport
-    boot_storm: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"boot_id": self.boot_id, "previous_boot_id": self.previous_boot_id,
-                "previous_clean": self.previous_clean, "boot_storm": self.boot_storm,
-                "recovery": self.recovery.to_dict()}
-
-
-@dataclass
-class SweepReport:
-    delivered: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    abandoned: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
 class RecoveryCommands:
     def __init__(self, ctx: CommandContext, turns: LeaseCommands, deliveries: DeliveryCommands,
-                 views: Views, *, keeper: Any = None) -> None:
+                 views: Views, gateways: GatewayRecords) -> None:
         self.ctx = ctx
         self.turns = turns
         self.deliveries = deliveries
         self.views = views
-        self.keeper = keeper  # the lease keeper, which renews this boot's heartbeat
+        self.gateways = gateways
 
     @property
     def owner(self) -> str:
         return self.turns.owner
 
-    # -- boots ----------------------------------------------------------------------------
-
-    def _gateway(self, name: str, actor: str, cause: str, fresh: bool = True) -> Gateway:
-        gateway: Gateway | None = self.ctx.get(gateway_id(name), fresh)
-        if gateway is None:
-            gateway = Gateway.new(Gateway.Created, id=gateway_id(name), at=self.ctx.clock.now(), actor=actor,
-                                  cause=cause, name=name)
-        return gateway
-
-    def gateway(self, name: str) -> Gateway | None:
-        return self.ctx.get(gateway_id(name), fresh=True)
-
-    def start(self, name: str) -> BootReport:
-        """Record this process's boot, then recover whatever earlier boots left unclean.
-
-        Refused (GatewayStillRunning) while an earlier boot of this gateway is alive in another
-        process of this host: recovering it would take its running turns away from it."""
-        def record_start() -> tuple[str | None, bool | None, bool]:
-            gateway = self._gateway(name, self.owner, "boot")
-            self._refuse_if_alive(gateway.unrecovered(except_boot=None), this_process_ok=True)
-            previous = gateway.last_boot
-            now = self.ctx.clock.now()
-            gateway.start(self.owner, pid=os.getpid(), host=socket.gethostname(), at=now,
-                          actor=self.owner, cause="boot")
-            heartbeat = self._heartbeat(name, now)
-            self.ctx.save(gateway, heartbeat)
-            if self.keeper is not None:
-                self.keeper.start_heartbeat(heartbeat)
-            return (previous["boot_id"] if previous else None, Gateway.ended_clean(previous) if previous else None,
-                    gateway.boot_storm(self.ctx.clock.now()))
-        previous_id, previous_clean, storm = self.ctx.retrying(record_start, f"starting gateway {name}")
-        report = self.recover(name, current_boot=self.owner)
-        return BootReport(self.owner, previous_id, previous_clean, report, storm)
-
-    def begin_drain(self, name: str, reason: str, timeout_s: float) -> bool:
-        """Pre-drain, wait up to timeout_s for running turns, stop. True when the stop was clean."""
-        if reason not in ("restart", "shutdown"):
-            raise InvalidRequest(f"drain reason must be restart or shutdown, got {reason!r}")
-        mark = "restart_timeout" if reason == "restart" else "shutdown_timeout"
-        running = self._held_by([self.owner])
-        for session_id in running:
-            self._change_session(session_id, lambda s, now: s.mark_resume_pending(
-                mark, at=now, actor=self.owner, cause=f"drain:{reason}"))
-
-        def record_drain() -> None:
-            gateway = self._gateway(name, self.owner, f"drain:{reason}")
-            gateway.begin_drain(self.owner, reason, timeout_s, at=self.ctx.clock.now(), actor=self.owner,
-                                cause=f"drain:{reason}")
-            self.ctx.save(gateway)
-        self.ctx.retrying(record_drain, f"draining gateway {name}")
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        still = [s for s in running if self._holds(s)]
-        while still and time.monotonic() < deadline:
-            time.sleep(DRAIN_POLL_S)
-            still = [s for s in running if self._holds(s)]
-        for session_id in set(running) - set(still):
-            self._change_session(session_id, lambda s, now: s.clear_resume_pending(
-                at=now, actor=self.owner, cause=f"drain:{reason}"))
-        self.stop(name, clean=not still, drain_timed_out=bool(still))
-        return not still
-
-    def stop(self, name: str, *, clean: bool = True, drain_timed_out: bool = False) -> None:
-        ended = self.keeper.end_heartbeat(actor=self.owner, cause="stop") if self.keeper is not None else None
-
-        def record_stop() -> None:
-            gateway = self._gateway(name, self.owner, "stop")
-            gateway.stop(self.owner, clean=clean, drain_timed_out=drain_timed_out, at=self.ctx.clock.now(),
-                         actor=self.owner, cause="stop")
-            self.ctx.save(gateway)
-        self.ctx.retrying(record_stop, f"stopping gateway {name}")
-        if ended is not None:
-            self.ctx.app.save(ended)
-
-    # -- liveness ---------------------------------------------------------------------------
-
-    def _heartbeat(self, name: str, now: Any) -> Heartbeat:
-        """This boot's heartbeat, started (or, for a second start of this instance, renewed)."""
-        ttl = self.ctx.config.heartbeat_ttl_s
-        heartbeat: Heartbeat | None = self.ctx.get(heartbeat_id(self.owner), fresh=True)
-        if heartbeat is None:
-            return Heartbeat.new(Heartbeat.Created, id=heartbeat_id(self.owner), at=now, actor=self.owner,
-                                 cause="boot", boot_id=self.owner, gateway=name, host=socket.gethostname(),
-                                 pid=os.getpid(), expires_at=now + timedelta(seconds=ttl))
-        heartbeat.renew(ttl, at=now, actor=self.owner, cause="boot")
-        return heartbeat
-
-    def boot_alive(self, boot_id: str, *, host: str | None = None, pid: int | None = None) -> bool:
-        """Is the boot alive: its heartbeat not expired or ended, its process not gone from this host."""
-        events = self.ctx.app.events
-        last = next(iter(events.get(heartbeat_id(boot_id), desc=True, limit=1)), None)
-        if last is not None and (host is None or pid is None):
-            first: Any = next(iter(events.get(heartbeat_id(boot_id), lte=1)))
-            host, pid = first.host, first.pid
-        if host is None or pid is None:
-            return False  # not a gateway boot (no heartbeat, nothing recorded): nobody keeps it alive
-        same_host = host == socket.gethostname()
-        return liveness.alive(ended=isinstance(last, Heartbeat.Ended), expires_at=getattr(last, "expires_at", None),
-                              now=self.ctx.clock.now(), same_host=same_host,
-                              process_exists=_pid_alive(pid) if same_host else None)
-
-    def _holds(self, session_id: str) -> bool:
-        lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
-        return lease is not None and lease.owner == self.owner
-
-    def _held_by(self, owners: list[str]) -> list[str]:
-        if not owners:
-            return []
-        self.views.refresh()
-        return self.views.sessions_held_by(owners)
-
-    def _change_session(self, session_id: str, change: Callable[[Any, Any], bool]) -> bool:
-        def step() -> bool:
-            session = self.ctx.session(session_id)
-            if session is None or not change(session, self.ctx.clock.now()):
-                return False
-            self.ctx.save(session)
-            return True
-        return self.ctx.retrying(step, f"changing session {session_id}")
-
-    # -- recovery -------------------------------------------------------------------------
-
     def recover(self, name: str = "main", *, dry_run: bool = False, current_boot: str | None = None) -> RecoveryReport:
         report = RecoveryReport(gateway=name, dry_run=dry_run)
-        gateway = self.gateway(name)
+        gateway = self.gateways.gateway(name)
         if gateway is None:
             return report
         unclean = gateway.unrecovered(except_boot=current_boot)
         if current_boot is None:
-            self._refuse_if_alive(unclean)
+            self.gateways.refuse_if_alive(unclean)
         clean_ids = [b["boot_id"] for b in gateway.boots if Gateway.ended_clean(b) and b["boot_id"] != current_boot]
         for boot in unclean:
-            for session_id in self._held_by([boot["boot_id"]]):
+            for session_id in self.gateways.held_by([boot["boot_id"]]):
                 turn = self._recover_turn(session_id, boot["boot_id"], dry_run)
                 if turn is not None:
                     report.interrupted.append(turn)
             report.recovered_boots.append(boot["boot_id"])
-        for session_id in self._held_by(clean_ids):
+        for session_id in self.gateways.held_by(clean_ids):
             # A clean stop drained every turn: a marker left by it is an orphan, dropped unresumed.
             lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
             if lease is not None and lease.owner is not None and lease.owner in clean_ids:
@@ -270,23 +113,11 @@ class RecoveryCommands:
                 self._mark_recovered(name, boot["boot_id"], report)
         return report
 
-    def _refuse_if_alive(self, boots: list[dict], *, this_process_ok: bool = False) -> None:
-        """`this_process_ok`: a boot of this very process is being replaced by it, not raced."""
-        host = socket.gethostname()
-        for boot in boots:
-            if this_process_ok and boot["pid"] == os.getpid() and boot["host"] == host:
-                continue
-            if boot["state"] in ("running", "draining") and self.boot_alive(boot["boot_id"], host=boot["host"],
-                                                                            pid=boot["pid"]):
-                where = "" if boot["host"] == host else f" on {boot['host']}"
-                raise GatewayStillRunning(f"boot {boot['boot_id']} of this gateway is still running"
-                                          f" (pid {boot['pid']}{where}); stop it first")
-
     def _mark_recovered(self, name: str, boot_id: str, report: RecoveryReport) -> None:
         mine = [t for t in report.interrupted if t.boot_id == boot_id]
 
         def step() -> None:
-            gateway = self._gateway(name, self.owner, "recovery")
+            gateway = self.gateways.record(name, self.owner, "recovery")
             gateway.recovered(
                 boot_id, interrupted_turns=len(mine),
                 replies_to_redeliver=sum(1 for t in mine if t.action in ("redeliver", "unowned_row")),
@@ -406,62 +237,9 @@ class RecoveryCommands:
         delivery.mark_unsure(at=self.ctx.clock.now(), actor="system:recovery", cause=cause)
         return delivery
 
-    # -- ledger sweep and auto-resume ----------------------------------------------------
-
-    def sweep(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
-        """Deliver what earlier boots owed: claim each row not owned by this boot, send, settle."""
-        report = SweepReport()
-        self.views.refresh()
-        for row in self.views.owed_deliveries():
-            ident = UUID(row.delivery_id)
-            if platforms is not None and row.platform not in platforms:
-                report.skipped.append(row.delivery_id)
-                continue
-            outcome = self._sweep_one(ident, send)
-            getattr(report, outcome).append(row.delivery_id)
-        return report
-
-    def _sweep_one(self, ident: UUID, send: SweepSender) -> str:
-        ctx = self.ctx
-
-        def claim() -> tuple[str, Delivery | None]:
-            delivery: Delivery | None = ctx.get(ident, fresh=True)
-            if delivery is None or delivery.finished:
-                return "skipped", None
-            if delivery.state == "attempting" and delivery.owner == self.owner:
-                return "skipped", None  # in flight in this very process
-            if delivery.state == "attempting" and delivery.owner and self.boot_alive(delivery.owner):
-                return "skipped", None  # a live gateway is sending it (docs/behaviour.md §6.2: only dead owners' rows)
-            now = ctx.clock.now()
-            if delivery.attempts >= MAX_ATTEMPTS or now - delivery.recorded_at > DELIVERY_MAX_AGE:
-                delivery.abandon("max_attempts" if delivery.attempts >= MAX_ATTEMPTS else "too_old", at=now,
-                                 actor=self.owner, cause="sweep")
-                ctx.save(delivery)
-                return "abandoned", None
-            delivery.attempt(self.owner, at=now, actor=self.owner, cause="sweep")
-            ctx.save(delivery)
-            return "claimed", delivery
-        outcome, delivery = ctx.retrying(claim, f"claiming delivery {ident}")
-        if delivery is None:
-            return outcome
-        target = {"delivery_id": str(ident), "session_id": delivery.session_id, "session_key": delivery.session_key,
-                  "platform": delivery.platform, "chat_id": delivery.chat_id, "thread_id": delivery.thread_id}
-        try:
-            send(target, delivery.outbound_text)
-            error = None
-        except Exception as e:  # noqa: BLE001 - any adapter failure is a failed attempt
-            error = f"{type(e).__name__}: {e}"
-        settled = self.deliveries.settle(ident, error=error, cause="sweep")
-        if error is None:
-            # Delivered: the turn is answered, so it must not also be resumed.
-            self._change_session(delivery.session_id, lambda s, now: s.clear_resume_pending(
-                at=now, actor=self.owner, cause="sweep"))
-            return "delivered"
-        return "abandoned" if settled.state == "abandoned" else "failed"
-
     def resume_candidates(self, name: str = "main") -> list[dict[str, Any]]:
         """Sessions to auto-resume now (docs/behaviour.md §7.3); empty during a boot storm."""
-        gateway = self.gateway(name)
+        gateway = self.gateways.gateway(name)
         now = self.ctx.clock.now()
         if gateway is not None and gateway.boot_storm(now):
             return []
@@ -479,13 +257,3 @@ class RecoveryCommands:
             out.append({"session_id": row.session_id, "session_key": row.session_key,
                         "resume_reason": row.reason, "resume_marked_at": row.marked_at})
         return out
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
