@@ -21,15 +21,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..gc_pause import cyclic_gc_paused
 from . import parallel
 from .base import POSITIONS_TABLE, REBUILD_SUFFIX, REBUILDS_TABLE, Tables
+from .runner_protocol import CatchingUp
 from .views_file import Target, is_corruption
-
-if TYPE_CHECKING:
-    from .runner import ProjectionRunner
 
 REBUILD_BATCH = 20000  # fewer, larger transactions: a rebuild's rows are new, nobody waits on them
 REBUILD_WAL_PAGES = 65536  # checkpoint the WAL every 256 MiB instead of 4 MiB while rebuilding
@@ -57,7 +55,7 @@ class RebuildReport:
 class Rebuild:
     """The rebuilds of one runner's read models (`runner`: the catch-up it fills tables with)."""
 
-    def __init__(self, runner: ProjectionRunner) -> None:
+    def __init__(self, runner: CatchingUp) -> None:
         self.runner = runner
         self.db = runner.db
         self.projections = runner.projections

@@ -352,6 +352,11 @@ class ProjectionRunner:
         """A rebuild helper's part (rebuild.py): fill fresh tables of `names` in the file at `path`."""
         self._rebuild.fill_elsewhere(names, path, batch=batch, pause=pause)
 
+    def opened_again(self) -> "ProjectionRunner":
+        """A runner of its own on the same log and read models (a forked rebuild helper's: it
+        must not use its parent's connections)."""
+        return type(self)(self.app, self.views_path, list(self.projections.values()), backend=self.backend)
+
     def drop_table(self, p: Projection, table: str) -> None:
         """DROP TABLE, even of a virtual table too damaged to open: the projection's `salvage`
         makes it droppable (the log is the copy that matters)."""
