@@ -88,6 +88,7 @@ class _Box:
     value: Any
 
 
+POSITIONS_TABLE = "projection_positions"  # name -> the position a live read model reflects
 REBUILDS_TABLE = "projection_rebuilds"  # rebuilds under way: name -> the position their fresh tables reached
 REBUILD_SUFFIX = "__rebuild"  # a rebuild's fresh tables: `<table>__rebuild`, swapped in when done
 

@@ -34,22 +34,20 @@ import time
 import traceback
 from pathlib import Path
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 from ..errors import StoreError
 from ..storage.sql import rows_in
 from ..storage.uri import file_uri
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE
-
-if TYPE_CHECKING:
-    from .runner import ProjectionRunner
+from .runner_protocol import CatchingUp
 
 PARALLEL_MIN_EVENTS = 100_000  # below this, starting a helper costs more than it saves
 SWAP_WEIGHT = 2.5  # this process swaps its projections in while helpers work (in projection weights)
 POLL_S = 0.05
 
 
-def can_share(runner: "ProjectionRunner") -> bool:
+def can_share(runner: CatchingUp) -> bool:
     return hasattr(os, "fork") and _busy_threads() == 1 and runner.log.direct
 
 
@@ -72,7 +70,7 @@ def _threads_held_still() -> Iterator[None]:
             guard.release()
 
 
-def plan(runner: "ProjectionRunner", names: list[str], workers: int | None, todo: int) -> list[list[str]]:
+def plan(runner: CatchingUp, names: list[str], workers: int | None, todo: int) -> list[list[str]]:
     """The projections each process rebuilds (this process the first group): groups of about
     equal `weight` (a projection's relative rebuild cost, 1 by default; the projections' own
     weights were measured on the standard workload so that the processes finish together),
@@ -116,7 +114,7 @@ def _balanced(weights: list[float], workers: int, fixed: float) -> tuple[int, ..
     return tuple(assignment)
 
 
-def _movable(runner: "ProjectionRunner", name: str, started: dict[str, int]) -> bool:
+def _movable(runner: CatchingUp, name: str, started: dict[str, int]) -> bool:
     """Whether a helper can fill this projection in a file of its own (`started`: the positions
     rebuilds have reached)."""
     p = runner.projections[name]
@@ -127,17 +125,17 @@ def _movable(runner: "ProjectionRunner", name: str, started: dict[str, int]) -> 
                        tables)
 
 
-def _weight(runner: "ProjectionRunner", name: str) -> float:
+def _weight(runner: CatchingUp, name: str) -> float:
     p = runner.projections[name]
     return float(getattr(p, "weight", None) or getattr(getattr(p, "inner", None), "weight", None) or 1)
 
 
-def helper_path(runner: "ProjectionRunner", index: int) -> str:
+def helper_path(runner: CatchingUp, index: int) -> str:
     return f"{runner.views_path}-rebuild-part{index}.db"
 
 
 @contextmanager
-def rebuild_lock(runner: "ProjectionRunner") -> Iterator[bool]:
+def rebuild_lock(runner: CatchingUp) -> Iterator[bool]:
     """One rebuild at a time per read-model file, across processes: an exclusive lock on a file
     beside it, held while the rebuild runs (the kernel drops it when the process dies, however
     it dies). Raises StoreError while another rebuild holds it. Yields whether there is a file,
@@ -157,12 +155,12 @@ def rebuild_lock(runner: "ProjectionRunner") -> Iterator[bool]:
         os.close(fd)  # releases the lock
 
 
-def helper_files(runner: "ProjectionRunner") -> list[str]:
+def helper_files(runner: CatchingUp) -> list[str]:
     """Files helpers filled (or were filling when they were killed)."""
     return sorted(glob.glob(glob.escape(runner.views_path) + "-rebuild-part*.db"))
 
 
-def helper_positions(runner: "ProjectionRunner") -> dict[str, int]:
+def helper_positions(runner: CatchingUp) -> dict[str, int]:
     """How far helpers' fresh tables have got (for status and progress), read read-only."""
     positions: dict[str, int] = {}
     for path in helper_files(runner):
@@ -186,7 +184,7 @@ def remove_file(path: str) -> None:
 
 
 @contextmanager
-def helpers(runner: "ProjectionRunner", groups: list[list[str]], batch: int, pause: float,
+def helpers(runner: CatchingUp, groups: list[list[str]], batch: int, pause: float,
             progress: Callable[[], None] | None = None) -> Iterator[None]:
     """Fork a helper per group to fill their fresh tables while the body runs; wait for them
     after it (calling `progress` meanwhile). Raises StoreError if a helper failed."""
@@ -207,7 +205,7 @@ def helpers(runner: "ProjectionRunner", groups: list[list[str]], batch: int, pau
             _stop(pid)
 
 
-def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, pause: float) -> int:
+def _fork(runner: CatchingUp, group: list[str], path: str, batch: int, pause: float) -> int:
     parent = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -218,7 +216,7 @@ def _fork(runner: "ProjectionRunner", group: list[str], path: str, batch: int, p
     code = 1
     try:
         _die_with(parent)
-        helper = type(runner)(runner.app, runner.views_path, list(runner.projections.values()), backend=runner.backend)
+        helper = runner.opened_again()
         helper.fill_elsewhere(group, path, batch=batch, pause=pause)
         helper.close()
         code = 0

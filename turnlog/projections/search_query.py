@@ -24,7 +24,8 @@ from typing import Any
 
 from ..domain.fts_query import QueryPlan, QueryTooLong, Term, plan_query
 from ..errors import InvalidRequest
-from .runner import ProjectionRunner, is_corruption
+from .runner import ProjectionRunner
+from .views_file import is_corruption
 from ..storage.sql import utc_text
 from .search_rank import TermStats, counter, idf, length, score
 

@@ -23,7 +23,8 @@ from typing import Any
 import sqlite_utils
 
 from ..errors import UnreadableEvent
-from .runner import ProjectionRunner, connect_views
+from .runner import ProjectionRunner
+from .views_file import connect_views
 
 SAMPLE = 10  # rows named per table and kind of difference
 
