@@ -20,6 +20,14 @@ def lease_time(clock: Clock) -> datetime:
     return lease_now() if lease_now is not None else clock.now()
 
 
+def event_and_lease_time(clock: Clock) -> tuple[datetime, datetime]:
+    """One instant as an event's time and as lease time: read apart, a lease judged expired could
+    be recorded as taken a moment before it expired."""
+    now = clock.now()
+    lease_now = getattr(clock, "lease_now", None)
+    return now, (lease_now() if lease_now is not None else now)
+
+
 class SystemClock:
     def now(self) -> datetime:
         return datetime.now(timezone.utc)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 from eventsourcing.persistence import IntegrityError
 
-from ..clock import lease_time
+from ..clock import event_and_lease_time, lease_time
 from ..domain.base import stream_id
 from ..domain.lease import LeaseHeld, TurnLease
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id, validate_message
@@ -116,16 +116,16 @@ class LeaseCommands:
         that saves it itself registers the token with `adopt` after the save.
         `new_session`: the session is being created in the same transaction, so its lease cannot
         exist yet and is not looked up (were it there, the save would conflict)."""
-        now = self.ctx.clock.now()
         actor = actor or self.owner
         lease: TurnLease | None = None if new_session else self.ctx.get(lease_id(session_id), fresh)
+        now, lease_now = event_and_lease_time(self.ctx.clock)
         if lease is None:
             lease = TurnLease.new(TurnLease.Created, id=lease_id(session_id), at=now, actor=actor, cause=cause,
                                     session_id=session_id)
         turn_id = turn_id or uuid.uuid4().hex
         epoch = lease.acquire(owner=self.owner, owner_key=owner_key, generation=generation, turn_id=turn_id,
                               ttl_s=self.ctx.config.lease_ttl_s, at=now, actor=actor, cause=cause,
-                              lease_now=lease_time(self.ctx.clock), reserve_seq=reserve_seq)
+                              lease_now=lease_now, reserve_seq=reserve_seq)
         assert lease.expires_at is not None  # just acquired
         return lease, LeaseToken(session_id, epoch, self.owner, owner_key, generation, turn_id, lease.expires_at)
 
@@ -173,10 +173,10 @@ class LeaseCommands:
     def _fenced_save(self, token: LeaseToken, items: tuple[Any, ...], last_seq: int | None, actor: str | None,
                      cause: str) -> int:
         lease = self.held(token)
-        now = self.ctx.clock.now()
+        now, lease_now = event_and_lease_time(self.ctx.clock)
         lease.renew(epoch=token.epoch, ttl_s=self.ctx.config.lease_ttl_s,
                     last_seq=lease.last_seq if last_seq is None else last_seq, at=now, actor=actor or self.owner,
-                    cause=cause, lease_now=lease_time(self.ctx.clock))
+                    cause=cause, lease_now=lease_now)
         try:
             return self.ctx.save(lease, *items)
         except IntegrityError:
