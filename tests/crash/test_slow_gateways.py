@@ -207,5 +207,4 @@ def _append(work: Path, text: str) -> None:
 
 
 def _boots(t: Turnlog, name: str) -> list[str]:
-    gateway = t.recovery.gateway(name)
-    return [b["boot_id"] for b in gateway.boots] if gateway else []
+    return [boot.boot_id for boot in t.boots(name)]
