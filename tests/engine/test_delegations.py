@@ -238,6 +238,24 @@ def test_a_wake_up_is_judged_when_processed_not_when_queued(t):
     assert agent.ran == [(old, "wakeup", "[Background delegation d1 succeeded.]\ndone")]
 
 
+def test_after_a_compression_rotation_the_continuing_session_gets_the_wake_up_and_stops_them(make_turnlog):
+    stopped = []
+    t = make_turnlog(owner="gateway-a", on_stop_delegation=stopped.append)
+    parent = first_turn(t)
+    t.start_delegation(ALICE, "d1")
+    t.start_delegation(ALICE, "d2")
+    token = t.turns.acquire_lease(parent, t.routing_key(ALICE))
+    child = t.turns.rotate_session(token, ALICE)
+    t.turns.release_lease(child)
+
+    t.finish_delegation("d1", "succeeded", "done")
+    agent = Agent()
+    drain(t, agent)
+    assert agent.ran == [(child.session_id, "wakeup", "[Background delegation d1 succeeded.]\ndone")]
+    assert t.command(ALICE, "/stop").reply == "Stopped."  # the parent's running delegation
+    assert stopped == ["d2"]
+
+
 # -- the CLI -------------------------------------------------------------------------------------
 
 

@@ -148,7 +148,7 @@ class DelegationCommands:
 
     def _lineage(self, session: Session | None) -> list[Session]:
         """The session, then the sessions it continues after compression rotations, newest first."""
-        chain = []
+        chain: list[Session] = []
         while session is not None and len(chain) < LINEAGE_LIMIT:
             chain.append(session)
             if session.created_reason != "compression" or not session.parent_session_id:

@@ -42,7 +42,7 @@ class Delegation(TurnlogAggregate):
         handle: str
         session_id: str
         session_key: str
-        owner_route_id: str  # not `route_id`: the stream is filed under its session (timeline.py)
+        route_id: str
         source: dict[str, Any] | None
         description: str
         state: str
