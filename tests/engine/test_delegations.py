@@ -6,6 +6,8 @@ a wake-up on the key it started on, run once by whichever gateway next runs that
 session /new closed is dropped when processed and never reopens it.
 """
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -35,6 +37,18 @@ def first_turn(t, source=ALICE):
 
 def named(t, key_or_session, event):
     return [h for h in t.history(key_or_session) if h.event == event]
+
+
+@pytest.fixture
+def stopped():
+    """The handles the gateway's stop hook was called with."""
+    return []
+
+
+@pytest.fixture
+def hooked(make_turnlog, stopped):
+    """A gateway whose stop hook records into `stopped`."""
+    return make_turnlog(owner="gateway-a", on_stop_delegation=stopped.append)
 
 
 def drain(t, agent, source=ALICE):
@@ -120,9 +134,8 @@ def test_bad_starts_and_finishes_are_refused(t):
 # -- /stop and /new ------------------------------------------------------------------------------
 
 
-def test_stop_on_an_idle_session_stops_its_delegations_through_the_hook(make_turnlog):
-    stopped = []
-    t = make_turnlog(owner="gateway-a", on_stop_delegation=stopped.append)
+def test_stop_on_an_idle_session_stops_its_delegations_through_the_hook(hooked, stopped):
+    t = hooked
     session_id = first_turn(t)
     t.start_delegation(ALICE, "d1")
     t.start_delegation(ALICE, "d2")
@@ -150,9 +163,8 @@ def test_a_hook_that_raises_does_not_undo_the_stop(make_turnlog):
 
 
 @pytest.mark.parametrize("command", ["/new", "/reset"])
-def test_new_and_reset_stop_the_sessions_delegations(make_turnlog, command):
-    stopped = []
-    t = make_turnlog(owner="gateway-a", on_stop_delegation=stopped.append)
+def test_new_and_reset_stop_the_sessions_delegations(hooked, stopped, command):
+    t = hooked
     session_id = first_turn(t)
     t.start_delegation(ALICE, "d1")
     t.command(ALICE, command)
@@ -238,9 +250,8 @@ def test_a_wake_up_is_judged_when_processed_not_when_queued(t):
     assert agent.ran == [(old, "wakeup", "[Background delegation d1 succeeded.]\ndone")]
 
 
-def test_after_a_compression_rotation_the_continuing_session_gets_the_wake_up_and_stops_them(make_turnlog):
-    stopped = []
-    t = make_turnlog(owner="gateway-a", on_stop_delegation=stopped.append)
+def test_after_a_compression_rotation_the_continuing_session_gets_the_wake_up_and_stops_them(hooked, stopped):
+    t = hooked
     parent = first_turn(t)
     t.start_delegation(ALICE, "d1")
     t.start_delegation(ALICE, "d2")
@@ -270,7 +281,6 @@ def test_the_cli_lists_delegations(t, db):
     assert "d1" in table.output and "crawl the docs" in table.output and "finished" in table.output
     as_json = runner.invoke(cli, ["--db", db, "delegations", "--state", "running", "--json"])
     assert as_json.exit_code == 0, as_json.output
-    import json
     assert [r["handle"] for r in json.loads(as_json.output)] == ["d1"]
     bad = runner.invoke(cli, ["--db", db, "delegations", "--session", "nope"])
     assert bad.exit_code == 1 and "Traceback" not in bad.output
