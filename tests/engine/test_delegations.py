@@ -11,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from turnlog import DelegationRow, InvalidRequest, NotFound
+from turnlog import DelegationRow, EngineConfig, InvalidRequest, NotFound, ResetPolicies, ResetPolicy
 from turnlog.cli import main as cli
 
 from chat import ALICE, collect, echo
@@ -236,6 +236,18 @@ def test_a_wake_up_waiting_through_new_runs_only_on_a_new_session_of_its_own(t):
     t.finish_delegation("d2", "succeeded", "new result")
     drain(t, agent)
     assert agent.ran[-1] == (first.session_id, "wakeup", "[Background delegation d2 succeeded.]\nnew result")
+
+
+def test_a_wake_up_for_a_session_the_reset_policy_expired_is_dropped_without_making_one(make_turnlog, clock):
+    t = make_turnlog(config=EngineConfig(reset=ResetPolicies(default=ResetPolicy(mode="idle", idle_minutes=60))))
+    session_id = first_turn(t)
+    t.start_delegation(ALICE, "d1")
+    clock.advance(hours=2)  # the session idled out: the next message gets a new one
+    t.finish_delegation("d1", "succeeded", "late result")
+    agent = Agent()
+    assert drain(t, agent) == [] and agent.ran == []
+    assert [s.session_id for s in t.sessions()] == [session_id]
+    assert [h.data["reason"] for h in named(t, ALICE, "InboundDropped")] == ["owner_session_closed"]
 
 
 def test_a_wake_up_is_judged_when_processed_not_when_queued(t):

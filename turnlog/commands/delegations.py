@@ -160,14 +160,19 @@ class DelegationCommands:
 
     def owner_gone(self, route: Route | None, item: InboxItem) -> bool:
         """Whether a pinned wake-up may no longer run: the key no longer points at its session (nor
-        at one continuing it after compression), or that session has ended or is suspended.
-        Fail-closed: such a wake-up never reopens its session, nor goes to a session /new began."""
+        at one continuing it after compression), that session has ended, or routing the wake-up
+        would replace it (suspended, or expired by the reset policy). Fail-closed: such a wake-up
+        never reopens its session, nor goes to a session begun since (by /new or by the policy)."""
         pinned = item.pinned_session_id
         if pinned is None:
             return False
         if route is None or route.session_id is None:
             return True
         current = self.ctx.session(route.session_id)
-        if current is None or current.ended or current.suspended:
+        if current is None or current.ended:
+            return True
+        source = SessionSource.from_dict(item.source) if item.source else None
+        if source is not None and self.routing.replacement_reason(route.session_key, current, source,
+                                                                  self.ctx.clock.now()) is not None:
             return True
         return all(s.session_id != pinned for s in self._lineage(current))

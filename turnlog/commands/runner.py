@@ -118,6 +118,12 @@ class TurnRunner:
             raise
         if begun is None:
             turn.drop()
+            if pending[0].pinned_session_id is not None and (stop is None or not stop.is_set()):
+                # The key moved away from the wake-up's session after it was judged (start_item
+                # refused it): judge again; each pass drops at least that item.
+                remaining = self._drop_orphaned_wakeups(rk)
+                if remaining and remaining[0].item_id != pending[0].item_id:
+                    return self.begin_next(source, generation=generation, timeout=timeout, rk=rk, stop=stop)
         return begun
 
     def _drop_orphaned_wakeups(self, rk: RoutingKey) -> list[InboxItem]:

@@ -125,7 +125,10 @@ class Views:
         return self._read(queue_views.inboxes_with_pending)
 
     def delegations(self, session_id: str | None = None, state: str | None = None) -> list[DelegationRow]:
-        return self._read(delegations_views.delegations, session_id, state)
+        with self.runner.lock:
+            if "delegations" not in self.runner.table_names():
+                return []  # read-only on a read-model file made before this projection: nothing as of it
+            return delegations_views.delegations(self.runner.db, session_id, state)
 
     # -- the log's timeline and the routing map at a moment --------------------------------
 
