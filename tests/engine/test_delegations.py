@@ -296,3 +296,8 @@ def test_the_cli_lists_delegations(t, db):
     assert [r["handle"] for r in json.loads(as_json.output)] == ["d1"]
     bad = runner.invoke(cli, ["--db", db, "delegations", "--session", "nope"])
     assert bad.exit_code == 1 and "Traceback" not in bad.output
+    history = runner.invoke(cli, ["--db", db, "history", t.routing_key(ALICE)])
+    assert history.exit_code == 0, history.output
+    for line in ("delegation d1 started: crawl the docs", "delegation succeeded, wake-up item 2: ok",
+                 "wake-up item 2 pinned to " + session_id):
+        assert line in history.output
