@@ -11,8 +11,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from turnlog import DelegationRow, EngineConfig, InvalidRequest, NotFound, ResetPolicies, ResetPolicy
+from turnlog import DelegationRow, EngineConfig, InvalidRequest, NotFound, QueueFull, ResetPolicies, ResetPolicy
 from turnlog.cli import main as cli
+from turnlog.domain.inbox import BUSY_CAP
 
 from chat import ALICE, collect, echo
 
@@ -115,6 +116,17 @@ def test_a_wake_up_for_one_session_is_not_merged_into_another_wake_up(t):
     t.start_delegation(ALICE, "d1")
     t.finish_delegation("d1", "succeeded", "done")
     assert [i.text for i in t.queue(ALICE)] == ["cron fired", "[Background delegation d1 succeeded.]\ndone"]
+
+
+def test_a_finish_is_accepted_even_when_the_queue_is_full(t):
+    first_turn(t)
+    t.start_delegation(ALICE, "d1")
+    for i in range(BUSY_CAP):
+        t.accept(ALICE, f"task {i}", kind="queued")
+    with pytest.raises(QueueFull):
+        t.accept(ALICE, "one too many", kind="queued")
+    assert t.finish_delegation("d1", "succeeded", "done") is True
+    assert t.queue(ALICE)[-1].text == "[Background delegation d1 succeeded.]\ndone"
 
 
 def test_bad_starts_and_finishes_are_refused(t):

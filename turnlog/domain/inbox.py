@@ -253,7 +253,9 @@ class Inbox(TurnlogAggregate):
         pin = pinned[0] if pinned is not None else None
         merged_into = (tail.item_id if tail is not None and kind in MERGES_INTO_TAIL and tail.kind == kind
                        and tail.pinned_session_id == pin else None)
-        if merged_into is None and len(pending) >= BUSY_CAP:
+        # A delegation's result is never refused for a busy queue: each delegation finishes once,
+        # so these cannot flood it, and a refusal would orphan the result.
+        if merged_into is None and len(pending) >= BUSY_CAP and pinned is None:
             self.record(Inbox.Rejected, at=at, actor=actor, cause=cause, kind=kind, text=text,
                         message_id=message_id, reason="busy_cap")
             raise InboxFull(f"{BUSY_CAP} items are already waiting for {self.session_key}")
