@@ -262,6 +262,32 @@ def test_a_wake_up_for_a_session_the_reset_policy_expired_is_dropped_without_mak
     assert [h.data["reason"] for h in named(t, ALICE, "InboundDropped")] == ["owner_session_closed"]
 
 
+def test_a_wake_up_whose_session_is_replaced_while_it_starts_is_judged_again_and_dropped(make_turnlog, clock):
+    """The race: judged runnable, then routing it would replace the session (here a background
+    process that kept the idle session alive ended in between): the start under the lease refuses
+    it, nothing of that start is saved, and it is judged again at once and dropped."""
+    pinned_by_background = iter([True])  # the first look (the judgement) sees it pinned, later ones not
+
+    def guard(session_key, session_id):
+        return next(pinned_by_background, False)
+
+    t = make_turnlog(config=EngineConfig(reset=ResetPolicies(default=ResetPolicy(mode="idle", idle_minutes=60)),
+                                         background_guard=guard))
+    session_id = first_turn(t)
+    t.start_delegation(ALICE, "d1")
+    clock.advance(hours=2)
+    t.finish_delegation("d1", "succeeded", "late result")
+    t.accept(ALICE, "are you there?")
+    agent = Agent()
+    outcome = t.run_next(ALICE, agent, collect([]))  # the same call goes on to the next item
+    assert outcome is not None and outcome.session_id != session_id
+    assert agent.ran == [(outcome.session_id, "human", "are you there?")]
+    assert t.queue(ALICE) == []
+    assert [h.data["reason"] for h in named(t, ALICE, "InboundDropped")] == ["owner_session_closed"]
+    # The refused start saved nothing: the only new session is the human message's.
+    assert [s.session_id for s in t.sessions()] == [session_id, outcome.session_id]
+
+
 def test_a_wake_up_is_judged_when_processed_not_when_queued(t):
     """/new then /resume of the old session before the wake-up runs: its session owns the key again."""
     old = first_turn(t)

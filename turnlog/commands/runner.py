@@ -186,8 +186,9 @@ class TurnRunner:
         """Start `item` under the pending lease, whose acquisition reserved the user message's seq:
         the inbox marks it started, the message is built at that seq (after the answers of tool
         calls the last turn left cut off, which move the reservation past them)."""
-        if item.pinned_session_id is not None and self.delegations.owner_gone(self.ctx.get(UUID(inbox.route_id)), item):
-            raise NothingToStart  # the key moved on since it was judged: the next run drops it
+        if item.pinned_session_id is not None and self.delegations.owner_gone(self.ctx.get(UUID(inbox.route_id)),
+                                                                              item):
+            raise NothingToStart  # the key moved on since it was judged: begin_next judges it again
         actor, _ = self.inbound.who(item.source or source, item.kind)
         cause = f"inbound:{item.item_id}"
         inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,
