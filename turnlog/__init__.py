@@ -42,6 +42,7 @@ from .projections.search_hit import SearchHit
 from .projections.leases_views import LeaseRow
 from .projections.ledger_views import LedgerEntry, OwedDelivery
 from .projections.log_window import LogEvent, TurnSpan
+from .projections.delegations_views import DelegationRow
 from .projections.queue_views import QueueDepth, QueueItemRow
 from .storage.chain import ChainBreak, ChainReport
 from .storage.local_file import LocalFile, local_file
@@ -68,6 +69,7 @@ __all__ = [
     "CONTROL_CHARACTERS",
     "current_turn",
     "DEFAULT_DB",
+    "DelegationRow",
     "EngineConfig",
     "EXPORT_FORMATS",
     "ExportReport",

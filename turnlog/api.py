@@ -15,6 +15,7 @@ from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, leas
 from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
+from .commands.delegations import DelegationCommands, StopHook
 from .commands.fork import ForkCommands
 from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
@@ -53,6 +54,8 @@ from .projections.summaries import summarize
 from .projections.ledger import LedgerProjection
 from .projections.ledger_views import LedgerEntry
 from .projections.leases import LeasesProjection
+from .projections.delegations import DelegationsProjection
+from .projections.delegations_views import DelegationRow
 from .projections.queue import QueueProjection
 from .projections.queue_views import QueueDepth, QueueItemRow
 from .projections import log_window
@@ -112,7 +115,8 @@ class Turnlog:
     def __init__(self, location: str | os.PathLike[str] = DEFAULT_DB, *, config: EngineConfig | None = None,
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
                  views: str | None = None, owner: str | None = None, read_only: bool = False,
-                 create: bool = True, lock_wait: float | None = None) -> None:
+                 create: bool = True, lock_wait: float | None = None,
+                 on_stop_delegation: StopHook | None = None) -> None:
         """`read_only`: never write a byte (no table creation, no catch-up, no sealing, no marker;
         SQLite opened by a `mode=ro` URI): the read models are read as of their positions
         (`projections_behind()` tells how far behind the log they are). `create`: make the
@@ -120,7 +124,10 @@ class Turnlog:
         database is refused (StoreError) before anything is written (storage/dbfile.py).
         `lock_wait`: how long catching the read models up waits for another process's write lock
         before the reads answer, for the rest of this open, from the models as of their
-        positions (`stale`); None: as long as any write waits."""
+        positions (`stale`); None: as long as any write waits.
+        `on_stop_delegation(handle)`: the gateway's hook that stops one background delegation's
+        unit; /stop, /new and /reset call it for each delegation they stop, after recording
+        DelegationStopped (a hook that raises is logged; the stop stands)."""
         self._read_only = read_only
         self._backend = storage_backend.create(location, views).prepare(read_only=read_only,
                                                                         create_missing=create and not read_only)
@@ -137,9 +144,11 @@ class Turnlog:
         # Renews running turns' leases and this boot's heartbeat in the background (keeper.py).
         self._keeper = Keeper(self._ctx, self._leases)
         self._inbound = InboundCommands(self._ctx, self._routing)
+        self._delegations = DelegationCommands(self._ctx, self._routing, self._inbound, on_stop_delegation)
         self._runner = TurnRunner(self._inbound, self._routing,
-                                  TurnParts(self._ctx, self._leases, self._deliveries, self._keeper))
-        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound)
+                                  TurnParts(self._ctx, self._leases, self._deliveries, self._keeper),
+                                  self._delegations)
+        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, self._delegations)
         self._batches = BatchCommands(self._runner)
         self._rotation = RotationCommands(self._ctx, self._routing, self._leases)
         self._gateway_name: str | None = None
@@ -147,7 +156,7 @@ class Turnlog:
             self._app, self._backend.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
-             SearchProjection()],
+             SearchProjection(), DelegationsProjection()],
             read_only=read_only, backend=self._backend,
         )
         self._chain = (ChainSealer(self._app, self._projections.db) if not read_only
@@ -285,6 +294,34 @@ class Turnlog:
     def command(self, source: SessionSource, text: str) -> CommandResult:
         """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""
         return self._slash.handle(source, text)
+
+    # -- background delegations (docs/behaviour.md §8a) -------------------------------------
+
+    def start_delegation(self, source_or_session: SessionSource | str, handle: str | None = None, *,
+                         description: str = "", actor: str = "api", cause: str = "api") -> str:
+        """Record background work (a subagent, a long job) started from a session: the session a
+        source's routing key points at, or the session named by id. Returns its handle (`handle`,
+        or a new one). NotFound when there is no such session; InvalidRequest for an ended one or
+        a handle already used."""
+        return self._delegations.start(source_or_session, handle, description=description, actor=actor,
+                                       cause=cause)
+
+    def finish_delegation(self, handle: str, status: str = "succeeded", summary: str = "", *,
+                          actor: str = "api", cause: str = "api") -> bool:
+        """Record a delegation's finish (`status` succeeded, failed or cancelled) from any process
+        on this log, with a wake-up on the inbox of the key it started on, in one transaction:
+        whichever gateway next runs that key's queue (run_next, handle_message) runs it once, on
+        the session that started it while that session still owns the key (else it is dropped:
+        it never reopens a session /new closed). False, recording nothing, when the handle has
+        finished already."""
+        return self._delegations.finish(handle, status, summary, actor=actor, cause=cause)
+
+    def delegations(self, session: str | SessionSource | None = None, state: str | None = None) -> list[DelegationRow]:
+        """Background delegations, oldest first: one session's (an id, or a routing key's current
+        session) or all; only those `running`, `stopped` or `finished` when `state` is given."""
+        self.maintenance.catch_up()
+        session_id = self._session_id(session) if session is not None else None
+        return self._views.delegations(session_id, state)
 
     def queue(self, key: str | SessionSource) -> list[QueueItemRow]:
         """Items waiting (or running) for a routing key, oldest first."""

@@ -47,6 +47,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (WRITES, ["fork", "{sid}", "--at", "#3"]),
     (READS, ["ledger"]),
     (READS, ["queue", KEY]),
+    (READS, ["delegations"]),
     (WRITES, ["ingest", "{jsonl}"]),
     (READS, ["status"]),
     (WRITES, ["recover"]),

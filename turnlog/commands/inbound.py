@@ -52,10 +52,12 @@ class InboundCommands:
         return inbox
 
     def accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
-                  cause: str, reply: str | None = None, *, first_try: bool = False) -> tuple[Inbox, str, list[Any]]:
+                  cause: str, reply: str | None = None, *, first_try: bool = False,
+                  pinned: tuple[str, str] | None = None) -> tuple[Inbox, str, list[Any]]:
         """The inbox with the message accepted (pending event), the item it went into, and the
         first sighting of its message id: all to be saved together. Raises DuplicateInbound
-        (on a first try, a seen message id shows as a conflict of the save instead)."""
+        (on a first try, a seen message id shows as a conflict of the save instead).
+        `pinned`: a wake-up for one session (Inbox.accept)."""
         if not isinstance(text, str):
             raise InvalidRequest("inbound text must be a string")
         if reply is not None and not isinstance(reply, str):
@@ -65,7 +67,7 @@ class InboundCommands:
         self.dedup.check(rk, inbox, kind, text, source_dict, look_up_id=not first_try)
         try:
             item_id = inbox.accept(kind, text, message_id=source.message_id, source=source_dict,
-                                   at=self.ctx.clock.now(), actor=actor, cause=cause, reply=reply)
+                                   at=self.ctx.clock.now(), actor=actor, cause=cause, reply=reply, pinned=pinned)
         except InboxFull as full:
             self.ctx.save(inbox)  # the refusal is part of the record
             raise QueueFull(str(full)) from None

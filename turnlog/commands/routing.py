@@ -122,11 +122,7 @@ class RoutingCommands:
         elif current.ended:
             reason, end_reason = PREVIOUS_ENDED, None
         else:
-            reason = route_decision(
-                current, now=now, policy=ctx.config.reset.for_source(source.platform, source.chat_type),
-                freshness_window_s=ctx.config.freshness_window_s,
-                background=self._background(rk.key, current.session_id),
-            )
+            reason = self.replacement_reason(rk.key, current, source, now)
             end_reason = reason
             if reason is None:
                 extra = list(also(current.session_id, False))
@@ -171,6 +167,16 @@ class RoutingCommands:
         session.touch(rk.key, at=now, actor=actor, cause=cause)
         position = self.ctx.save(legacy, route, session, *also(session.session_id, False))
         return self._result(rk, session.session_id, False, SLACK_SCOPE_MIGRATION, None, position)
+
+    def replacement_reason(self, session_key: str, current: Session, source: SessionSource,
+                           now: datetime) -> str | None:
+        """Why a message from `source` routed on this key now would get a new session instead of
+        `current` (the reset policy, a suspension), or None when it keeps it."""
+        return route_decision(
+            current, now=now, policy=self.ctx.config.reset.for_source(source.platform, source.chat_type),
+            freshness_window_s=self.ctx.config.freshness_window_s,
+            background=self._background(session_key, current.session_id),
+        )
 
     def _background(self, session_key: str, session_id: str):  # type: ignore[no-untyped-def]
         guard = self.ctx.config.background_guard

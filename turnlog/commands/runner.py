@@ -23,6 +23,7 @@ from ..domain.reply import completed_tool_calls, cut_off_tool_calls
 from ..domain.source import SessionSource
 from ..domain.transcript import MessageAppended
 from .context import CommandContext
+from .delegations import OWNER_CLOSED, DelegationCommands
 from .delivery import Sender
 from .inbound import InboundCommands, Tries
 from .lease import LeaseCommands, LeaseToken
@@ -32,10 +33,12 @@ from .turn import NothingToStart, Responder, Start, Starting, Turn, TurnOutcome,
 
 
 class TurnRunner:
-    def __init__(self, inbound: InboundCommands, routing: RoutingCommands, parts: TurnParts) -> None:
+    def __init__(self, inbound: InboundCommands, routing: RoutingCommands, parts: TurnParts,
+                 delegations: DelegationCommands | None = None) -> None:
         self.inbound = inbound
         self.routing = routing
         self.parts = parts
+        self.delegations = delegations or DelegationCommands(parts.ctx, routing, inbound)
 
     @property
     def ctx(self) -> CommandContext:
@@ -103,6 +106,8 @@ class TurnRunner:
         # current unless another writer moved it, which the start's save then refuses (a retry reads afresh).
         inbox = self.inbound.inbox(rk, fresh=routed is None and not cached)
         pending = inbox.pending() if inbox is not None else []
+        if pending and pending[0].pinned_session_id is not None:
+            pending = self._drop_orphaned_wakeups(rk)
         if not pending:
             return None
         turn = self._turn(rk, stop)
@@ -113,7 +118,33 @@ class TurnRunner:
             raise
         if begun is None:
             turn.drop()
+            if pending[0].pinned_session_id is not None and (stop is None or not stop.is_set()):
+                # The key moved away from the wake-up's session after it was judged (start_item
+                # refused it): judge again; each pass drops at least that item.
+                remaining = self._drop_orphaned_wakeups(rk)
+                if remaining and remaining[0].item_id != pending[0].item_id:
+                    return self.begin_next(source, generation=generation, timeout=timeout, rk=rk, stop=stop)
         return begun
+
+    def _drop_orphaned_wakeups(self, rk: RoutingKey) -> list[InboxItem]:
+        """Drop the pinned wake-ups at the head of the queue whose session no longer owns the key
+        (decided now, before routing, so that none of them makes or reopens a session); returns
+        what then waits."""
+        def step() -> list[InboxItem]:
+            inbox: Inbox | None = self.inbound.inbox(rk)
+            if inbox is None:
+                return []
+            route = self.ctx.get(rk.route_id)
+            now = self.ctx.clock.now()
+            pending = inbox.pending()
+            while pending and self.delegations.owner_gone(route, pending[0]):
+                inbox.drop_item(pending[0].item_id, OWNER_CLOSED, at=now, actor="system:wakeup",
+                                cause=f"inbound:{pending[0].item_id}")
+                pending = pending[1:]
+            if inbox.pending_events:
+                self.ctx.save(inbox)
+            return pending
+        return self.ctx.retrying(step, f"judging the wake-ups of {rk.key}")
 
     def _begin_head(self, turn: Turn, source: SessionSource, rk: RoutingKey, head: InboxItem,
                     routed: RouteResult | None, generation: int, timeout: float | None) -> Turn | None:
@@ -155,6 +186,9 @@ class TurnRunner:
         """Start `item` under the pending lease, whose acquisition reserved the user message's seq:
         the inbox marks it started, the message is built at that seq (after the answers of tool
         calls the last turn left cut off, which move the reservation past them)."""
+        if item.pinned_session_id is not None and self.delegations.owner_gone(self.ctx.get(UUID(inbox.route_id)),
+                                                                              item):
+            raise NothingToStart  # the key moved on since it was judged: begin_next judges it again
         actor, _ = self.inbound.who(item.source or source, item.kind)
         cause = f"inbound:{item.item_id}"
         inbox.start(item.item_id, session_id=session_id, turn_id=token.turn_id, at=self.ctx.clock.now(), actor=actor,

@@ -4,6 +4,8 @@
 so its later writes are refused), conversation-scoped state is cleared and async children are
 interrupted (recorded as events), queued human messages are dropped while wake-ups stay, and the
 route is detached so that the next message gets a fresh session. The old transcript stays.
+/new, /reset and /stop also stop the session's running background delegations (DelegationStopped,
+then the gateway's stop hook: delegations.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..errors import NotFound
 from .context import CommandContext
+from .delegations import DelegationCommands
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
 from .lease import LeaseCommands
@@ -53,11 +56,12 @@ COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
 
 class SlashCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
-                 inbound: InboundCommands) -> None:
+                 inbound: InboundCommands, delegations: DelegationCommands | None = None) -> None:
         self.ctx = ctx
         self.routing = routing
         self.turns = turns
         self.inbound = inbound
+        self.delegations = delegations or DelegationCommands(ctx, routing, inbound)
 
     def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
         parsed = parse_command(text)
@@ -82,13 +86,16 @@ class SlashCommands:
         policy = self.ctx.config.reset.for_source(source.platform, source.chat_type)
         notice = explicit_reset_notice(source.platform, policy)
 
+        stopped: list[Any] = []
+
         def step() -> CommandResult:
             now = self.ctx.clock.now()
             route: Route | None = self.ctx.get(rk.route_id)
             if route is None or route.session_id is None:
                 return CommandResult(name, notice, None, False)
             session: Session | None = self.ctx.session(route.session_id)
-            items: list[Any] = []
+            stopped[:] = self.delegations.stop_running(session, "session_reset", actor=actor, cause=cause)
+            items: list[Any] = [*stopped]
             lease = self.turns.revoke(route.session_id, "session_reset", actor=actor, cause=cause)
             if lease is not None:
                 items.append(lease)
@@ -105,16 +112,22 @@ class SlashCommands:
             items.append(route)
             self.ctx.save(*items)
             return CommandResult(name, notice, route.session_id if session is None else session.session_id, True)
-        return self.ctx.retrying(step, f"{name} on {rk.key}")
+        result = self.ctx.retrying(step, f"{name} on {rk.key}")
+        self.delegations.notify_stopped(stopped)
+        return result
 
     def stop(self, source: SessionSource, *, actor: str, cause: str) -> CommandResult:
         rk = self.routing.routing_key(source)
+        stopped: list[Any] = []
 
         def step() -> CommandResult:
             now = self.ctx.clock.now()
             route: Route | None = self.ctx.get(rk.route_id)
             session_id = route.session_id if route is not None else None
-            items: list[Any] = []
+            # An idle session's delegations too: the turn that started them has ended.
+            session = self.ctx.session(session_id) if session_id else None
+            stopped[:] = self.delegations.stop_running(session, "stop", actor=actor, cause=cause)
+            items: list[Any] = [*stopped]
             lease = self.turns.revoke(session_id, "stop", actor=actor, cause=cause) if session_id else None
             if lease is not None:
                 items.append(lease)
@@ -127,7 +140,9 @@ class SlashCommands:
                 return CommandResult("/stop", "No active task to stop.", session_id, False)
             self.ctx.save(*items)
             return CommandResult("/stop", "Stopped.", session_id, True)
-        return self.ctx.retrying(step, f"/stop on {rk.key}")
+        result = self.ctx.retrying(step, f"/stop on {rk.key}")
+        self.delegations.notify_stopped(stopped)
+        return result
 
     def queue(self, source: SessionSource, text: str, *, actor: str, cause: str) -> CommandResult:
         if not text:

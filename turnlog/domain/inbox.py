@@ -45,6 +45,8 @@ class InboxItem:
     # Replies given before (replayed traffic), one per text: whoever runs the item records them.
     replies: tuple[str | None, ...] = ()
     last_at: datetime | None = None  # when its latest text arrived (text batching waits from then)
+    # A wake-up for one session (a delegation's finish): run only while that session owns the key.
+    pinned_session_id: str | None = None
 
     @property
     def text(self) -> str:
@@ -61,7 +63,8 @@ class InboxItem:
         replies = raw.get("replies") or {}
         return cls(raw["item_id"], raw["kind"], tuple(raw["texts"]), tuple(raw["message_ids"]), raw["accepted_at"],
                    raw["started"], raw["session_id"], raw["turn_id"], raw["source"],
-                   tuple(replies.get(str(i)) for i in range(len(raw["texts"]))), raw.get("last_at"))
+                   tuple(replies.get(str(i)) for i in range(len(raw["texts"]))), raw.get("last_at"),
+                   raw.get("pinned_session_id"))
 
 
 class InboxFull(Exception):
@@ -138,6 +141,17 @@ class Inbox(TurnlogAggregate):
             item = inbox._raw(self.item_id)
             index = str(len(item["texts"]) - 1)  # the text accepted just before, in the same transaction
             inbox._replace({**item, "replies": {**(item.get("replies") or {}), index: self.reply}})
+
+    class WakeupPinned(TurnlogAggregate.Event):
+        """The wake-up accepted just before, in the same transaction, is for this session only."""
+
+        TOPIC = "turnlog:InboundWakeupPinned"
+        item_id: str
+        session_id: str
+        delegation: str  # the handle whose finish it reports
+
+        def apply(self, inbox: "Inbox") -> None:
+            inbox._replace({**inbox._raw(self.item_id), "pinned_session_id": self.session_id})
 
     class DuplicateRefused(TurnlogAggregate.Event):
         """A message that repeats one already accepted: recorded, never run."""
@@ -222,17 +236,26 @@ class Inbox(TurnlogAggregate):
                     first_seen_at=duplicate.first_seen_at)
 
     def accept(self, kind: str, text: str, *, message_id: str | None, source: dict[str, Any] | None,
-               at: datetime, actor: str, cause: str, reply: str | None = None) -> str:
+               at: datetime, actor: str, cause: str, reply: str | None = None,
+               pinned: tuple[str, str] | None = None) -> str:
         """Returns the id of the item the message went into (a new one, or the tail it merged into).
 
         `reply` is a reply already given to this message (replayed traffic); see ReplyAttached.
+        `pinned`: (session id, delegation handle) of a wake-up for that session only (WakeupPinned);
+        it merges only into a wake-up pinned to the same session.
         """
         if kind not in KINDS:
             raise ValueError(f"unknown inbound kind {kind!r}")
+        if pinned is not None and kind != WAKEUP:
+            raise ValueError("only a wake-up is pinned to a session")
         pending = self.pending()
         tail = pending[-1] if pending else None
-        merged_into = tail.item_id if tail is not None and kind in MERGES_INTO_TAIL and tail.kind == kind else None
-        if merged_into is None and len(pending) >= BUSY_CAP:
+        pin = pinned[0] if pinned is not None else None
+        merged_into = (tail.item_id if tail is not None and kind in MERGES_INTO_TAIL and tail.kind == kind
+                       and tail.pinned_session_id == pin else None)
+        # A delegation's result is never refused for a busy queue: each delegation finishes once,
+        # so these cannot flood it, and a refusal would orphan the result.
+        if merged_into is None and len(pending) >= BUSY_CAP and pinned is None:
             self.record(Inbox.Rejected, at=at, actor=actor, cause=cause, kind=kind, text=text,
                         message_id=message_id, reason="busy_cap")
             raise InboxFull(f"{BUSY_CAP} items are already waiting for {self.session_key}")
@@ -241,6 +264,9 @@ class Inbox(TurnlogAggregate):
                     message_id=message_id, source=source, merged_into=merged_into)
         if reply is not None:
             self.record(Inbox.ReplyAttached, at=at, actor=actor, cause=cause, item_id=item_id, reply=reply)
+        if pinned is not None and merged_into is None:
+            self.record(Inbox.WakeupPinned, at=at, actor=actor, cause=cause, item_id=item_id, session_id=pinned[0],
+                        delegation=pinned[1])
         return item_id
 
     def start(self, item_id: str, *, session_id: str, turn_id: str, at: datetime, actor: str, cause: str) -> None:
@@ -260,6 +286,11 @@ class Inbox(TurnlogAggregate):
         for item_id in ids:
             self.record(Inbox.Completed, at=at, actor=actor, cause=cause, item_id=item_id, outcome=outcome)
         return ids
+
+    def drop_item(self, item_id: str, reason: str, *, at: datetime, actor: str, cause: str) -> None:
+        """Drop one waiting item unrun (a wake-up whose session no longer owns the key)."""
+        if any(i.item_id == item_id for i in self.pending()):
+            self.record(Inbox.Dropped, at=at, actor=actor, cause=cause, item_ids=[item_id], reason=reason)
 
     def drop(self, kinds: set[str], reason: str, *, at: datetime, actor: str, cause: str) -> list[str]:
         ids = [i.item_id for i in self.pending() if i.kind in kinds]

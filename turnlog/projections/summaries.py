@@ -56,6 +56,13 @@ SUMMARIES: dict[str, Summary] = {
     "InboundRejected": lambda d: f"{d.get('kind')} message refused ({d.get('reason')})",
     "InboundDuplicateRefused": lambda d: f"{d.get('kind')} message {d.get('message_id') or ''} refused as a repeat"
     + f" ({d.get('reason')}" + (f", first in item {d['duplicate_of']})" if d.get("duplicate_of") else ")"),
+    "InboundWakeupPinned": lambda d: f"wake-up item {d.get('item_id')} pinned to {d.get('session_id')}"
+    f" (delegation {d.get('delegation')})",
+    "DelegationStarted": lambda d: f"delegation {d.get('handle')} started"
+    + (f": {_short(d.get('description'), 32)}" if d.get("description") else ""),
+    "DelegationStopped": lambda d: f"delegation stopped ({d.get('reason')})",
+    "DelegationFinished": lambda d: f"delegation {d.get('status')}, wake-up item {d.get('wakeup_item')}"
+    + (f": {_short(d.get('summary'), 32)}" if d.get("summary") else ""),
     "InboundReplyAttached": lambda d: f"recorded reply for item {d.get('item_id')}: {_short(d.get('reply'), 32)}",
     "InboundMessageFirstSeen": lambda d: f"message {d.get('message_id')} first seen (item {d.get('item_id')})",
     "InboundStarted": lambda d: f"item {d.get('item_id')} started on {d.get('session_id')}",

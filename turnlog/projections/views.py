@@ -20,8 +20,9 @@ from uuid import UUID
 from eventsourcing.application import Application
 
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
-from . import (ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
+from . import (delegations_views, ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
                search_views, timeline_query)
+from .delegations_views import DelegationRow
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
 from .runner import ProjectionRunner
@@ -122,6 +123,12 @@ class Views:
 
     def inboxes_with_pending(self) -> list[str]:
         return self._read(queue_views.inboxes_with_pending)
+
+    def delegations(self, session_id: str | None = None, state: str | None = None) -> list[DelegationRow]:
+        with self.runner.lock:
+            if "delegations" not in self.runner.table_names():
+                return []  # read-only on a read-model file made before this projection: nothing as of it
+            return delegations_views.delegations(self.runner.db, session_id, state)
 
     # -- the log's timeline and the routing map at a moment --------------------------------
 
