@@ -244,6 +244,27 @@ class Turnlog:
         the events themselves)."""
         return self._views.transcript(session_id)
 
+    def session_version(self, session_id: str) -> int:
+        """The version of the session's history as an agent is handed it, read from the log (so
+        it sees every process's writes; 0 before the first message): it moves whenever a message
+        is appended or the history edited, never for activity or routing alone. A warm agent
+        built at one version is stale at another (AgentCache)."""
+        last = next(iter(self._app.events.get(transcript_id(session_id), desc=True, limit=1)), None)
+        return int(last.originator_version) if last is not None else 0
+
+    def on_session_change(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
+        """Call `listener(session_id, reason)` after each command of this Turnlog that ends or
+        alters a session (/new, /reset, a rotation, a suspension: the reason is the end reason,
+        e.g. session_reset or compression, or "suspended"); returns the function that stops it.
+        Other processes' changes are not told: `session_version` shows them."""
+        listeners = self._ctx.session_listeners
+        listeners.append(listener)
+
+        def stop() -> None:
+            if listener in listeners:
+                listeners.remove(listener)
+        return stop
+
     def usage(self, session_id: str) -> list[dict[str, Any]]:
         """Model and token usage recorded with the session's messages (rich replies), by seq:
         dicts of seq, model, turn_id and the usage's counters."""

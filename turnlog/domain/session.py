@@ -183,3 +183,14 @@ class Session(TurnlogAggregate):
 
     def reopen(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Session.Reopened, at=at, actor=actor, cause=cause, session_key=session_key)
+
+
+def change_reason(event: Any) -> str | None:
+    """Why a warm agent of the session this event belongs to should go (None: it may stay): the
+    session ended (its reason: session_reset, compression, ...) or was suspended. An event of
+    another stream that edits a session's history (and names its `session_id`) belongs here too."""
+    if isinstance(event, Session.Ended):
+        return event.reason
+    if isinstance(event, Session.Suspended):
+        return "suspended"
+    return None
