@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Callable, Generic, Iterator, Protocol, TypeVar
 
-from . import memory
+from .memory import MiB, anonymous_memory, auto_budget, give_back_memory
 from .clock import Clock, SystemClock
 from .errors import InvalidRequest
 
@@ -42,7 +42,7 @@ class SessionEvents(Protocol):
 
     def session_version(self, session_id: str) -> int: ...
 
-    def on_session_change(self, listener: Callable[[str, str], None]) -> Callable[[], None]: ...
+    def on_session_change(self, listener: Callable[[str, str], object]) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,9 @@ def budget_bytes(memory_high_mb: int | float | str | None) -> int | None:
     if memory_high_mb in (None, 0, "off"):
         return None
     if memory_high_mb == "auto":
-        return memory.auto_budget()
+        return auto_budget()
     if isinstance(memory_high_mb, (int, float)) and not isinstance(memory_high_mb, bool) and memory_high_mb > 0:
-        return int(memory_high_mb * memory.MiB)
+        return int(memory_high_mb * MiB)
     raise InvalidRequest(f"memory_high_mb must be 'auto', 'off' or a positive number of MiB, not {memory_high_mb!r}")
 
 
@@ -107,7 +107,7 @@ class AgentCache(Generic[A]):
         self.memory_budget_bytes = budget_bytes(memory_high_mb)
         self._clock = clock or SystemClock()
         self._version = version
-        self._anon_memory = anon_memory or memory.anonymous_memory
+        self._anon_memory = anon_memory or anonymous_memory
         self._entries: OrderedDict[str, _Entry[A]] = OrderedDict()  # least recently used first
         self._changed = threading.Condition()
         self._detach: Callable[[], None] | None = None
@@ -275,7 +275,7 @@ class AgentCache(Generic[A]):
             self._tell(gone)
             gone.clear()  # the last reference this sweep held: the agent can be freed now
             evicted += 1
-            if memory.give_back_memory():
+            if give_back_memory():
                 with self._changed:
                     self._trims += 1
         return evicted

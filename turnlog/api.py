@@ -252,7 +252,7 @@ class Turnlog:
         last = next(iter(self._app.events.get(transcript_id(session_id), desc=True, limit=1)), None)
         return int(last.originator_version) if last is not None else 0
 
-    def on_session_change(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
+    def on_session_change(self, listener: Callable[[str, str], object]) -> Callable[[], None]:
         """Call `listener(session_id, reason)` after each command of this Turnlog that ends or
         alters a session (/new, /reset, a rotation, a suspension: the reason is the end reason,
         e.g. session_reset or compression, or "suspended"); returns the function that stops it.

@@ -23,7 +23,7 @@ MAX_CONFLICT_RETRIES = 50
 log = logging.getLogger(__name__)
 
 # Told (session_id, reason) after a save ended or altered a session (domain/session.py change_reason).
-SessionListener = Callable[[str, str], None]
+SessionListener = Callable[[str, str], object]
 
 
 def session_aggregate_id(session_id: str) -> UUID:
