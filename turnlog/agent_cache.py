@@ -202,7 +202,11 @@ class AgentCache(Generic[A]):
 
     def _release(self, session_id: str, entry: _Entry[A], *, read_version: bool = True) -> None:
         if read_version and entry.depth == 1 and entry.agent is not None:
-            entry.version = self._read_version(session_id)
+            try:
+                entry.version = self._read_version(session_id)
+            except Exception:  # the log unreadable (closed?): the agent can no longer be trusted fresh
+                log.exception("the history version of %s could not be read", session_id)
+                entry.invalidated = "version unreadable"
         gone: list[tuple[str, A, str]] = []
         with self._changed:
             entry.depth -= 1

@@ -267,3 +267,15 @@ def test_stats_are_a_typed_snapshot(clock):
         "size": 1, "in_use": 1, "memory_budget_bytes": 64 * MiB, "memory_trims": 0}
     cache.clear()
     assert len(cache) == 0 and cache.stats().evictions["invalidated"] == 1
+
+
+def test_a_version_that_cannot_be_read_at_the_end_of_a_turn_drops_the_agent(clock):
+    versions = iter([1])
+
+    def version(session_id):
+        return next(versions)  # the second read (when the checkout ends) fails
+    gone = []
+    cache = AgentCache(Built(), memory_high_mb="off", clock=clock, version=version, on_evict=evicted_into(gone))
+    with cache.checkout("s1"):
+        pass
+    assert gone == [("s1", "invalidated")] and "s1" not in cache
