@@ -2,7 +2,8 @@
 
 Under a cgroup v2 limit (`memory.high`, else `memory.max`, on the process's cgroup or the nearest
 ancestor that sets one) the budget is counted on that cgroup's scope: its `memory.stat` `anon`,
-so the unit's other processes count too. Without a limit it is the process's own anonymous RSS
+so the unit's other processes count too (under cgroup v1, `memory.limit_in_bytes` and the
+`total_rss` of its memory.stat). Without a limit it is the process's own anonymous RSS
 (`/proc/self/status` RssAnon, else `/proc/self/smaps_rollup` Anonymous). Every reader takes
 `root`, the directory the files are found under, so a test can lay them out in a tmp dir.
 """
@@ -27,7 +28,7 @@ class CgroupLimit:
 
     path: Path
     limit_bytes: int
-    source: str  # "memory.high" or "memory.max"
+    source: str  # "memory.high", "memory.max" (cgroup v2) or "memory.limit_in_bytes" (v1)
 
 
 def _read(path: Path) -> str | None:
@@ -41,28 +42,47 @@ def _under(root: Path, absolute: str) -> Path:
     return root / absolute.lstrip("/")
 
 
-def _cgroup2_mount(root: Path) -> tuple[Path, str]:
-    """Where the cgroup v2 hierarchy is mounted, and which of its paths that mount shows."""
+def _mount(root: Path, fstype: str, option: str | None = None) -> tuple[Path, str] | None:
+    """Where a cgroup hierarchy is mounted (cgroup2, or the cgroup v1 one with `option`), and
+    which of its paths that mount shows."""
     for line in (_read(_under(root, "/proc/self/mountinfo")) or "").splitlines():
         mount, _, fs = line.partition(" - ")
-        if fs.split(" ", 1)[0] == "cgroup2":
+        fs_fields = fs.split()
+        if fs_fields[:1] == [fstype] and (option is None or option in fs_fields[-1].split(",")):
             fields = mount.split()
             return _under(root, fields[4]), fields[3]
-    return _under(root, "/sys/fs/cgroup"), "/"
+    return None
+
+
+def _membership(root: Path, hierarchy: Callable[[str, str], bool], mount: tuple[Path, str] | None) -> Path | None:
+    if mount is None:
+        return None
+    for line in (_read(_under(root, "/proc/self/cgroup")) or "").splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy(number, controllers):
+            where, shown = mount
+            if shown != "/" and (path == shown or path.startswith(shown.rstrip("/") + "/")):
+                path = path[len(shown.rstrip("/")):]
+            directory = _under(where, path)
+            return directory if directory.is_dir() else None
+    return None
 
 
 def process_cgroup(root: str | Path = "/") -> Path | None:
     """The directory of this process's cgroup v2 (None: no v2 membership, or not mounted)."""
     base = Path(root)
-    for line in (_read(_under(base, "/proc/self/cgroup")) or "").splitlines():
-        hierarchy, _, path = line.partition("::")
-        if hierarchy == "0":
-            mount, shown = _cgroup2_mount(base)
-            if shown != "/" and (path == shown or path.startswith(shown.rstrip("/") + "/")):
-                path = path[len(shown.rstrip("/")):]
-            directory = _under(mount, path)
-            return directory if directory.is_dir() else None
-    return None
+    mount = _mount(base, "cgroup2") or (_under(base, "/sys/fs/cgroup"), "/")
+    return _membership(base, lambda number, controllers: number == "0" and not controllers, mount)
+
+
+def _v1_memory_cgroup(root: Path) -> Path | None:
+    return _membership(root, lambda number, controllers: "memory" in controllers.split(","),
+                       _mount(root, "cgroup", "memory"))
+
+
+# cgroup v1 says "no limit" with the largest page-aligned number it holds.
+_V1_UNLIMITED = 1 << 62
 
 
 def _limit_in(directory: Path) -> tuple[int, str] | None:
@@ -70,13 +90,13 @@ def _limit_in(directory: Path) -> tuple[int, str] | None:
         text = (_read(directory / name) or "").strip()
         if text.isdigit():  # "max" (no limit) and a missing file alike fall through
             return int(text), name
+    text = (_read(directory / "memory.limit_in_bytes") or "").strip()
+    if text.isdigit() and int(text) < _V1_UNLIMITED:
+        return int(text), "memory.limit_in_bytes"
     return None
 
 
-def cgroup_limit(root: str | Path = "/") -> CgroupLimit | None:
-    """The nearest limit on the process's cgroup or its ancestors (None: none is set)."""
-    directory = process_cgroup(root)
-    mount, _ = _cgroup2_mount(Path(root))
+def _nearest_limit(directory: Path | None, mount: Path) -> CgroupLimit | None:
     while directory is not None:
         found = _limit_in(directory)
         if found is not None:
@@ -87,13 +107,25 @@ def cgroup_limit(root: str | Path = "/") -> CgroupLimit | None:
     return None
 
 
+def cgroup_limit(root: str | Path = "/") -> CgroupLimit | None:
+    """The nearest limit on the process's cgroup or its ancestors (None: none is set): cgroup v2's
+    memory.high, then memory.max; without one, cgroup v1's memory.limit_in_bytes."""
+    base = Path(root)
+    v2 = _mount(base, "cgroup2") or (_under(base, "/sys/fs/cgroup"), "/")
+    v1 = _mount(base, "cgroup", "memory")
+    return (_nearest_limit(process_cgroup(base), v2[0])
+            or (_nearest_limit(_v1_memory_cgroup(base), v1[0]) if v1 is not None else None))
+
+
 def cgroup_anon_bytes(directory: Path) -> int | None:
-    """The cgroup's `anon` line of memory.stat (bytes)."""
+    """The cgroup's anonymous memory from its memory.stat (bytes): v2's `anon`, v1's `total_rss`
+    (its hierarchy) or `rss`."""
+    values: dict[str, int] = {}
     for line in (_read(directory / "memory.stat") or "").splitlines():
         name, _, value = line.partition(" ")
-        if name == "anon" and value.strip().isdigit():
-            return int(value)
-    return None
+        if value.strip().isdigit():
+            values[name] = int(value)
+    return next((values[name] for name in ("anon", "total_rss", "rss") if name in values), None)
 
 
 def _kib_field(text: str | None, field: str) -> int | None:

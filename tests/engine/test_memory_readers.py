@@ -69,6 +69,19 @@ def test_the_hybrid_layout_finds_cgroup2_where_mountinfo_says(tmp_path):
     assert memory.anonymous_memory(tmp_path) == 42
 
 
+def test_cgroup_v1_memory_limit_when_no_v2_limit_holds(tmp_path):
+    v1 = HYBRID + "35 25 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+    layout(tmp_path, mountinfo=v1, mount="/sys/fs/cgroup/unified", memory_max="max\n")
+    write(tmp_path, "/proc/self/cgroup", "4:memory:/gateway\n0::/system.slice/gateway.service\n")
+    v1_dir = tmp_path / "sys/fs/cgroup/memory/gateway"
+    write(tmp_path, "/sys/fs/cgroup/memory/gateway/memory.limit_in_bytes", "268435456\n")
+    write(tmp_path, "/sys/fs/cgroup/memory/gateway/memory.stat", "cache 10\nrss 300\ntotal_rss 400\n")
+    assert memory.cgroup_limit(tmp_path) == memory.CgroupLimit(v1_dir, 256 * MiB, "memory.limit_in_bytes")
+    assert memory.anonymous_memory(tmp_path) == 400
+    write(tmp_path, "/sys/fs/cgroup/memory/gateway/memory.limit_in_bytes", "9223372036854771712\n")
+    assert memory.cgroup_limit(tmp_path) is None  # v1's "unlimited"
+
+
 def test_without_a_limit_the_process_anonymous_rss_is_measured_and_auto_is_no_budget(tmp_path):
     layout(tmp_path, memory_high="max\n", memory_max="max\n", memory_stat="anon 1\n")
     assert memory.cgroup_limit(tmp_path) is None
