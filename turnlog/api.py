@@ -249,8 +249,7 @@ class Turnlog:
         it sees every process's writes; 0 before the first message): it moves whenever a message
         is appended or the history edited, never for activity or routing alone. A warm agent
         built at one version is stale at another (AgentCache)."""
-        last = next(iter(self._app.events.get(transcript_id(session_id), desc=True, limit=1)), None)
-        return int(last.originator_version) if last is not None else 0
+        return self._app.stream_version(transcript_id(session_id))
 
     def on_session_change(self, listener: Callable[[str, str], object]) -> Callable[[], None]:
         """Call `listener(session_id, reason)` after each command of this Turnlog that ends or
