@@ -279,3 +279,24 @@ def test_a_version_that_cannot_be_read_at_the_end_of_a_turn_drops_the_agent(cloc
     with cache.checkout("s1"):
         pass
     assert gone == [("s1", "invalidated")] and "s1" not in cache
+
+
+def test_a_second_thread_waits_for_the_sessions_agent_until_the_first_checkout_ends(clock):
+    import threading
+    cache = AgentCache(Built(), memory_high_mb="off", clock=clock)
+    entered, order = threading.Event(), []
+
+    def second():
+        with cache.checkout("s1") as agent:
+            order.append(("second", agent))
+            entered.set()
+
+    with cache.checkout("s1") as first:
+        other = threading.Thread(target=second)
+        other.start()
+        # A negative check, so it waits a bounded moment: the second checkout must not get in now.
+        assert not entered.wait(0.2)
+        order.append(("first", first))
+    other.join(10)
+    assert [who for who, _ in order] == ["first", "second"]
+    assert order[0][1] is order[1][1]  # the same warm agent, one turn after the other
