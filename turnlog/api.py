@@ -246,10 +246,13 @@ class Turnlog:
 
     def session_version(self, session_id: str) -> int:
         """The version of the session's history as an agent is handed it, read from the log (so
-        it sees every process's writes; 0 before the first message): it moves whenever a message
-        is appended or the history edited, never for activity or routing alone. A warm agent
-        built at one version is stale at another (AgentCache)."""
-        return self._app.stream_version(transcript_id(session_id))
+        it sees every process's writes; 0 before the first message): the transcript's message
+        count plus the history's edits (/undo, /retry, compaction), so it moves whenever a
+        message is appended or the history edited, never for activity or routing alone. A warm
+        agent built at one version is stale at another (AgentCache)."""
+        session = self._ctx.session(session_id)  # reads only what is newer than this process's copy
+        edits = len(session.history_edits) if session is not None else 0
+        return self._app.stream_version(transcript_id(session_id)) + edits
 
     def on_session_change(self, listener: Callable[[str, str], object]) -> Callable[[], None]:
         """Call `listener(session_id, reason)` after each command of this Turnlog that ends or

@@ -6,7 +6,7 @@ One turn, by hand:
 
     token = t.turns.acquire_lease(session_id, session_key, timeout=5)
     t.turns.append_message(token, "user", text)
-    history = t.turns.transcript(session_id)
+    history = t.turns.agent_history(session_id)
     message, delivery_id = t.turns.record_reply(token, reply, reply_to=source)
     if delivery_id is not None:
         t.turns.deliver(delivery_id, send)
@@ -25,6 +25,7 @@ from datetime import datetime
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .commands.agent_history import read_agent_history
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.rotation import RotationCommands
@@ -105,6 +106,12 @@ class TurnOperations:
         """The session's messages as the log's events, by seq (what a responder is given as history);
         `after`/`upto` bound the seq, `limit` with `newest_first` reads the latest ones."""
         return self._leases.transcript(session_id, after=after, upto=upto, limit=limit, newest_first=newest_first)
+
+    def agent_history(self, session_id: str) -> list[MessageAppended]:
+        """What a responder is given as history: the transcript as /undo, /retry and in-place
+        compaction left it (undone and retried messages out, a compacted range as its summary,
+        whose entries stand at the range's last seq with cause "compaction")."""
+        return read_agent_history(self._leases.ctx, session_id)
 
     def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
                        **fields: Any) -> MessageRecord:

@@ -198,6 +198,34 @@ def test_session_version_moves_with_the_history_not_with_activity(t):
     assert t.session_version(session_id) == after_turn
 
 
+def undo_last_turn(t, session_id):
+    """An /undo of the last turn, recorded as its command records it: the session's TurnsUndone.
+    (Through the engine's context until the /undo command is on this branch.)"""
+    ctx = t._ctx
+    session = ctx.session(session_id)
+    last = t.session_version(session_id) - len(session.history_edits)
+    session.undo(last - 1, last, 1, at=ctx.clock.now(), actor="operator", cause="/undo")
+    ctx.save(session)
+
+
+def test_a_history_edit_elsewhere_moves_the_version_and_makes_the_agent_stale(t, other, clock):
+    built, gone = Built(), []
+    cache = AgentCache(built, memory_high_mb="off", clock=clock, on_evict=evicted_into(gone))
+    cache.attach(t)
+    session_id = step(t, cache, "one")
+    version = t.session_version(session_id)
+    told = []
+    other.on_session_change(lambda sid, reason: told.append((sid, reason)))
+
+    undo_last_turn(other, session_id)
+
+    assert told == [(session_id, "undone")]  # the editing engine's listeners hear of it at once
+    assert t.session_version(session_id) == version + 1
+    with cache.checkout(session_id):
+        pass
+    assert gone == [(session_id, "stale")] and len(built.calls) == 2
+
+
 def test_new_and_reset_evict_the_sessions_agent_through_the_attached_turnlog(t, clock):
     gone = []
     cache = AgentCache(Built(), memory_high_mb="off", clock=clock, on_evict=evicted_into(gone))

@@ -32,6 +32,7 @@ from ..domain.reply import ReplyMessage, messages_of, usage_event
 from ..domain.silence import outbound_for_reply
 from ..domain.transcript import MessageAppended
 from ..errors import InvalidRequest, LeaseTimeout, TurnCancelled, TurnlogClosed
+from .agent_history import read_agent_history
 from .context import CommandContext
 from .delivery import DeliveryCommands, Sender
 from .keeper import Keeper, RunningTurn, run_as
@@ -471,7 +472,8 @@ def _cancelled(running: RunningTurn | None, failure: BaseException) -> BaseExcep
 
 
 class LazyTranscript(Sequence[MessageAppended]):
-    """The session's transcript, read from the log only if the responder looks at it."""
+    """The session's agent history (commands/agent_history.py), read from the log only if the
+    responder looks at it."""
 
     def __init__(self, leases: LeaseCommands, session_id: str) -> None:
         self._leases = leases
@@ -480,7 +482,7 @@ class LazyTranscript(Sequence[MessageAppended]):
 
     def _load(self) -> list[MessageAppended]:
         if self._messages is None:
-            self._messages = self._leases.transcript(self._session_id)
+            self._messages = read_agent_history(self._leases.ctx, self._session_id)
         return self._messages
 
     def __getitem__(self, index):  # type: ignore[no-untyped-def]

@@ -6,6 +6,9 @@ State machine (each arrow is one event; docs/behaviour.md §3):
     created --suspended--> suspended        (the next routed message gets a new session)
     created --resume_pending_marked--> resume_pending --resume_pending_cleared--> created
     * --ended(reason)--> ended --reopened--> created   (switch_session revives a target)
+
+Edits of the agent's history (/undo, /retry, in-place compaction) are events of the session too,
+kept in `edit_records` and read through `history_edits` (domain/history.py holds their rules).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import datetime
 from typing import Any, TYPE_CHECKING
 
 from .base import TurnlogAggregate
+from .history import COMPACTED, RETRIED, UNDONE, HistoryEdit, HistoryEditError
 from .policy import END_REASONS, FOREIGN_END_REASONS
 
 
@@ -23,6 +27,11 @@ class SessionStateError(ValueError):
 
 class Session(TurnlogAggregate):
     TOPIC = "turnlog:Session"
+    class_version = 2  # 2: edit_records
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["edit_records"] = []
 
     if TYPE_CHECKING:  # state set by the events' apply methods
         session_id: str
@@ -39,6 +48,7 @@ class Session(TurnlogAggregate):
         resume_marked_at: datetime | None
         ended: bool
         end_reason: str | None
+        edit_records: list[dict[str, Any]]
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:SessionCreated"
@@ -55,6 +65,7 @@ class Session(TurnlogAggregate):
             s.origin = self.origin
             s.created_reason = self.reason
             s.parent_session_id = self.parent_session_id
+            s.edit_records = []
             s._live(self.session_key, self.timestamp)
 
     class ActivityTouched(TurnlogAggregate.Event):
@@ -127,6 +138,55 @@ class Session(TurnlogAggregate):
         def apply(self, s: "Session") -> None:
             s._live(self.session_key, self.timestamp)
 
+    class TurnsUndone(TurnlogAggregate.Event):
+        """/undo: messages from_seq .. upto_seq (the last `turns` user turns) left the agent's history."""
+
+        TOPIC = "turnlog:TurnsUndone"
+        from_seq: int
+        upto_seq: int
+        turns: int
+
+        def apply(self, s: "Session") -> None:
+            s._edited(UNDONE, self.from_seq, self.upto_seq, self.timestamp)
+
+    class TurnRetried(TurnlogAggregate.Event):
+        """/retry: the last turn (from its user message) left the agent's history; `text` runs again."""
+
+        TOPIC = "turnlog:TurnRetried"
+        from_seq: int
+        upto_seq: int
+        text: str
+
+        def apply(self, s: "Session") -> None:
+            s._edited(RETRIED, self.from_seq, self.upto_seq, self.timestamp)
+
+    class TranscriptCompacted(TurnlogAggregate.Event):
+        """In-place compaction: `summary` stands for messages from_seq .. upto_seq in the agent's
+        history; the messages stay in the transcript (searchable, flagged)."""
+
+        TOPIC = "turnlog:TranscriptCompacted"
+        from_seq: int
+        upto_seq: int
+        summary: list[dict[str, Any]]
+        focus: str | None
+        model: str | None
+        kept_turns: int
+
+        def apply(self, s: "Session") -> None:
+            s._edited(COMPACTED, self.from_seq, self.upto_seq, self.timestamp,
+                      summary=self.summary, focus=self.focus, model=self.model)
+
+    def _edited(self, kind: str, from_seq: int, upto_seq: int, at: datetime, **extra: Any) -> None:
+        self.edit_records = [*self.edit_records, {"kind": kind, "from_seq": from_seq, "upto_seq": upto_seq,
+                                                  "at": at, **extra}]
+
+    @property
+    def history_edits(self) -> tuple[HistoryEdit, ...]:
+        return tuple(HistoryEdit(kind=r["kind"], from_seq=r["from_seq"], upto_seq=r["upto_seq"], at=r["at"],
+                                 summary=tuple(r.get("summary") or ()), focus=r.get("focus"),
+                                 model=r.get("model"))
+                     for r in self.edit_records)
+
     def _live(self, session_key: str, at: datetime) -> None:
         """A new or reopened session: routed under this key, every lifecycle flag cleared."""
         self.session_key = session_key
@@ -181,16 +241,45 @@ class Session(TurnlogAggregate):
         if not self.ended:
             self.record(Session.Ended, at=at, actor=actor, cause=cause, reason=reason)
 
+    def undo(self, from_seq: int, upto_seq: int, turns: int, *, at: datetime, actor: str, cause: str) -> None:
+        _check_range(from_seq, upto_seq)
+        self.record(Session.TurnsUndone, at=at, actor=actor, cause=cause, from_seq=from_seq, upto_seq=upto_seq,
+                    turns=turns)
+
+    def retry(self, from_seq: int, upto_seq: int, text: str, *, at: datetime, actor: str, cause: str) -> None:
+        _check_range(from_seq, upto_seq)
+        self.record(Session.TurnRetried, at=at, actor=actor, cause=cause, from_seq=from_seq, upto_seq=upto_seq,
+                    text=text)
+
+    def compact(self, from_seq: int, upto_seq: int, summary: list[dict[str, Any]], *, focus: str | None,
+                model: str | None, kept_turns: int, at: datetime, actor: str, cause: str) -> None:
+        _check_range(from_seq, upto_seq)
+        if not summary:
+            raise HistoryEditError("a compaction needs a summary")
+        self.record(Session.TranscriptCompacted, at=at, actor=actor, cause=cause, from_seq=from_seq,
+                    upto_seq=upto_seq, summary=[dict(m) for m in summary], focus=focus, model=model,
+                    kept_turns=kept_turns)
+
     def reopen(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Session.Reopened, at=at, actor=actor, cause=cause, session_key=session_key)
 
 
+def _check_range(from_seq: int, upto_seq: int) -> None:
+    if not (isinstance(from_seq, int) and isinstance(upto_seq, int) and 1 <= from_seq <= upto_seq):
+        raise HistoryEditError(f"not a message range: {from_seq!r}..{upto_seq!r}")
+
+
+# The history edits, and the name a warm agent's eviction gives each.
+_EDIT_REASONS: dict[type, str] = {Session.TurnsUndone: UNDONE, Session.TurnRetried: RETRIED,
+                                  Session.TranscriptCompacted: COMPACTED}
+
+
 def change_reason(event: Any) -> str | None:
     """Why a warm agent of the session this event belongs to should go (None: it may stay): the
-    session ended (its reason: session_reset, compression, ...) or was suspended. An event of
-    another stream that edits a session's history (and names its `session_id`) belongs here too."""
+    session ended (its reason: session_reset, compression, ...), was suspended, or its history
+    was edited (undone, retried, compacted)."""
     if isinstance(event, Session.Ended):
         return event.reason
     if isinstance(event, Session.Suspended):
         return "suspended"
-    return None
+    return _EDIT_REASONS.get(type(event))

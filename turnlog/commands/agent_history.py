@@ -1,0 +1,34 @@
+"""The agent's history of a session read from the log: its transcript as edited by /undo, /retry
+and in-place compaction (domain/history.py). After a compaction only the messages above the
+summary are read, so a long-compacted session costs what its live tail costs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..domain.history import HistoryEdit, agent_history, history_floor
+from ..domain.session import Session
+from ..domain.transcript import MessageAppended, read_transcript, transcript_id
+from .context import CommandContext
+
+SUMMARY_CAUSE = "compaction"
+
+
+def summary_entry(session_id: str, edit: HistoryEdit, index: int, message: dict[str, Any]) -> MessageAppended:
+    """A compaction's summary message as the agent sees it: it stands at its range's last seq."""
+    return MessageAppended(
+        originator_id=transcript_id(session_id), originator_version=edit.upto_seq, timestamp=edit.at,
+        session_id=session_id, role=message["role"], content=message["content"], tool_calls=None,
+        tool_call_id=None, name=None, token_count=None, finish_reason=None, platform_message_id=None,
+        epoch=0, turn_id=f"compaction:{edit.upto_seq}:{index}", actor="system:compaction", cause=SUMMARY_CAUSE)
+
+
+def read_agent_history(ctx: CommandContext, session_id: str, session: Session | None = None) -> list[MessageAppended]:
+    if session is None:
+        session = ctx.session(session_id)
+    edits = session.history_edits if session is not None else ()
+    floor = history_floor(edits)
+    messages = read_transcript(ctx.app.events.get, session_id, after=floor or None)
+    if not edits:
+        return messages
+    return agent_history(messages, edits, lambda edit, i, m: summary_entry(session_id, edit, i, m))
