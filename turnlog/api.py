@@ -256,8 +256,9 @@ class Turnlog:
 
     def on_session_change(self, listener: Callable[[str, str], object]) -> Callable[[], None]:
         """Call `listener(session_id, reason)` after each command of this Turnlog that ends or
-        alters a session (/new, /reset, a rotation, a suspension: the reason is the end reason,
-        e.g. session_reset or compression, or "suspended"); returns the function that stops it.
+        alters a session (/new, /reset, a rotation, a suspension, an undo, a retry, a compaction:
+        the reason is the end reason, e.g. session_reset or compression, or "suspended",
+        "undone", "retried", "compacted"); returns the function that stops it.
         Other processes' changes are not told: `session_version` shows them."""
         listeners = self._ctx.session_listeners
         listeners.append(listener)
