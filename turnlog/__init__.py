@@ -6,6 +6,7 @@ the hash chain. The other names are what its methods take and return, and the er
 (`turnlog.errors` draws their tree). `__all__` is every public name, sorted (a test pins it).
 """
 
+from .agent_cache import AgentCache, CacheStats
 from .api import DEFAULT_DB, HistoryEntry, Turnlog
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
@@ -51,6 +52,7 @@ from .turn_operations import LeaseHolder, TurnOperations
 
 __all__ = [
     "Accepted",
+    "AgentCache",
     "AmbiguousKey",
     "AsOf",
     "Attempt",
@@ -58,6 +60,7 @@ __all__ = [
     "BootSummary",
     "build_session_context",
     "build_session_key",
+    "CacheStats",
     "CancelToken",
     "ChainBreak",
     "ChainBroken",

@@ -253,6 +253,30 @@ class Turnlog:
         the events themselves)."""
         return self._views.transcript(session_id)
 
+    def session_version(self, session_id: str) -> int:
+        """The version of the session's history as an agent is handed it, read from the log (so
+        it sees every process's writes; 0 before the first message): the transcript's message
+        count plus the history's edits (/undo, /retry, compaction), so it moves whenever a
+        message is appended or the history edited, never for activity or routing alone. A warm
+        agent built at one version is stale at another (AgentCache)."""
+        session = self._ctx.session(session_id)  # reads only what is newer than this process's copy
+        edits = len(session.history_edits) if session is not None else 0
+        return self._app.stream_version(transcript_id(session_id)) + edits
+
+    def on_session_change(self, listener: Callable[[str, str], object]) -> Callable[[], None]:
+        """Call `listener(session_id, reason)` after each command of this Turnlog that ends or
+        alters a session (/new, /reset, a rotation, a suspension, an undo, a retry, a compaction:
+        the reason is the end reason, e.g. session_reset or compression, or "suspended",
+        "undone", "retried", "compacted"); returns the function that stops it.
+        Other processes' changes are not told: `session_version` shows them."""
+        listeners = self._ctx.session_listeners
+        listeners.append(listener)
+
+        def stop() -> None:
+            if listener in listeners:
+                listeners.remove(listener)
+        return stop
+
     def usage(self, session_id: str) -> list[dict[str, Any]]:
         """Model and token usage recorded with the session's messages (rich replies), by seq:
         dicts of seq, model, turn_id and the usage's counters."""

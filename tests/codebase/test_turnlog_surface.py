@@ -21,6 +21,8 @@ METHODS = {
     "switch_session",
     # background delegations
     "delegations", "finish_delegation", "start_delegation",
+    # what a warm agent cache watches: the history's version, the session operations
+    "on_session_change", "session_version",
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",

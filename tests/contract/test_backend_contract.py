@@ -140,6 +140,24 @@ def test_search_finds_text_written_by_another_gateway(make_turnlog):
     assert a.search("kiwi", key=a.routing_key(BOB)) == []
 
 
+def test_another_gateways_turn_moves_the_session_version_and_makes_a_warm_agent_stale(make_turnlog, clock):
+    from turnlog import AgentCache
+    a, b = make_turnlog(owner="gateway-a"), make_turnlog(owner="gateway-b")
+    session_id = a.get_or_create_session(ALICE).session_id
+    assert a.session_version(session_id) == 0
+    built = []
+    cache = AgentCache(lambda sid: built.append(sid) or object(), memory_high_mb="off", clock=clock)
+    cache.attach(a)
+    with cache.checkout(session_id):
+        a.handle_message(ALICE, "one", answer("first"), never_called_ok())
+    assert a.session_version(session_id) == b.session_version(session_id) == 2
+    b.handle_message(ALICE, "two", answer("second"), never_called_ok())
+    assert a.session_version(session_id) == 4
+    with cache.checkout(session_id):
+        pass
+    assert built == [session_id, session_id] and cache.stats().misses_by_reason["stale"] == 1
+
+
 def never_called_ok():
     return lambda text: None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 from uuid import UUID
@@ -12,13 +13,17 @@ from eventsourcing.persistence import IntegrityError
 from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
 from ..domain.base import TurnlogAggregate, stream_id
-from ..domain.session import Session
+from ..domain.session import Session, change_reason
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
 from ..storage.store import TurnlogApplication
 
 T = TypeVar("T")
 MAX_CONFLICT_RETRIES = 50
+log = logging.getLogger(__name__)
+
+# Told (session_id, reason) after a save ended or altered a session (domain/session.py change_reason).
+SessionListener = Callable[[str, str], object]
 
 
 def session_aggregate_id(session_id: str) -> UUID:
@@ -33,6 +38,7 @@ class CommandContext:
     config: EngineConfig
     cache: AggregateCache = field(init=False)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
+    session_listeners: list[SessionListener] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)
@@ -64,7 +70,25 @@ class CommandContext:
                     self.cache.forget(item.id)
                 else:
                     self.cache.put(item.clone())
+        if self.session_listeners:
+            self.tell_session_changes(items, [r.domain_event for r in recordings])
         return recordings[-1].notification.id if recordings else 0
+
+    def tell_session_changes(self, items: tuple[Any, ...], events: list[Any]) -> None:
+        """Tell the listeners of each session the saved events ended or altered, once the save is done."""
+        sessions = {item.id: item.session_id for item in items if isinstance(item, Session)}
+        changed: dict[str, str] = {}
+        for event in events:
+            reason = change_reason(event)
+            session_id = getattr(event, "session_id", None) or sessions.get(event.originator_id)
+            if reason is not None and session_id is not None:
+                changed.setdefault(session_id, reason)
+        for session_id, reason in changed.items():
+            for listener in list(self.session_listeners):
+                try:
+                    listener(session_id, reason)
+                except Exception:  # the change is saved; a listener's failure must not undo the command's answer
+                    log.exception("a session listener failed on %s (%s)", session_id, reason)
 
     def retrying(self, attempt: Callable[[], T], what: str) -> T:
         """Run a decide-and-save step again from fresh state when another writer got there first."""

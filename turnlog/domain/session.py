@@ -267,3 +267,19 @@ class Session(TurnlogAggregate):
 def _check_range(from_seq: int, upto_seq: int) -> None:
     if not (isinstance(from_seq, int) and isinstance(upto_seq, int) and 1 <= from_seq <= upto_seq):
         raise HistoryEditError(f"not a message range: {from_seq!r}..{upto_seq!r}")
+
+
+# The history edits, and the name a warm agent's eviction gives each.
+_EDIT_REASONS: dict[type, str] = {Session.TurnsUndone: UNDONE, Session.TurnRetried: RETRIED,
+                                  Session.TranscriptCompacted: COMPACTED}
+
+
+def change_reason(event: Any) -> str | None:
+    """Why a warm agent of the session this event belongs to should go (None: it may stay): the
+    session ended (its reason: session_reset, compression, ...), was suspended, or its history
+    was edited (undone, retried, compacted)."""
+    if isinstance(event, Session.Ended):
+        return event.reason
+    if isinstance(event, Session.Suspended):
+        return "suspended"
+    return _EDIT_REASONS.get(type(event))

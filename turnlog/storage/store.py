@@ -40,6 +40,12 @@ class TurnlogApplication(Application):
         self._snapshot_saved(processing)
         return recordings
 
+    def stream_version(self, originator_id: UUID) -> int:
+        """The version a stream has reached in the log (0: none of its events yet), without
+        decoding its last event."""
+        last = self.recorder.select_events(originator_id, desc=True, limit=1)
+        return int(last[0].originator_version) if last else 0
+
     def _snapshot_saved(self, processing: ProcessingEvent) -> None:
         if self.snapshots is None:
             return
