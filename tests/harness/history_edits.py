@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from turnlog import SessionSource, Turnlog
-from turnlog.domain.history import fallback_summary, plan_compaction, plan_undo
+from turnlog.domain.history import fallback_summary, plan_compaction, plan_retry, plan_undo
 
 FEISHU, WEIXIN, TG_DM_2 = "20261107_100001_5330a25f", "20261118_190001_079d16b1", "20261105_210210_ae4d6fdf"
 TG_DM = SessionSource(platform="telegram", chat_type="dm", chat_id="5512345678", user_id="5512345678")
@@ -30,6 +30,18 @@ def undo(t: Turnlog, session_id: str, turns: int = 1) -> None:
     plan = plan_undo(t.turns.agent_history(session_id), session.history_edits, len(t.transcript(session_id)), turns)
     session.undo(plan.from_seq, plan.upto_seq, plan.turns, at=ctx.clock.now(), actor="test", cause="test:undo")
     ctx.save(session)
+
+
+def retry(t: Turnlog, source: SessionSource) -> None:
+    """The last turn leaves the history and its text runs again (what /retry will do)."""
+    ctx = context(t)
+    session_id = t.session(source).session_id
+    session = ctx.session(session_id)
+    assert session is not None
+    plan, text = plan_retry(t.turns.agent_history(session_id), session.history_edits, len(t.transcript(session_id)))
+    session.retry(plan.from_seq, plan.upto_seq, text, at=ctx.clock.now(), actor="test", cause="test:retry")
+    ctx.save(session)
+    say(t, source, text, lambda history, item: f"again: {item.text}")
 
 
 def compact(t: Turnlog, session_id: str, keep_turns: int = 0, focus: str | None = None) -> None:
@@ -73,11 +85,12 @@ def edited_in_turnlog(t: Turnlog) -> dict[str, list[str]]:
     dave = say(t, DAVE, "deploy the gryphon build")
     say(t, DAVE, "roll back the hydra build")
     compact(t, dave)  # everything: the summary alone, then a turn
-    say(t, DAVE, "status of the ibex build")
+    say(t, DAVE, "status of the ibex build", lambda history, item: "ibex answer lemming")
+    retry(t, DAVE)  # the lemming answer taken back, the question answered again
     say(t, TG_DM, "one more about jackalope")  # an imported live session
     say(t, TG_DM, "and kinkajou", tool_turn("kinkajoufact"))
     undo(t, TG_DM_2)
     compact(t, TG_DM_2, keep_turns=1)
     compact(t, FEISHU, keep_turns=1)  # over Hermes' own compaction
     return {"compacted": ["aardvark", "bisonfact", "gryphon", "jackalope", "短信服务商"],
-            "undone": ["capybara", "fossa", "kinkajoufact", "再短一点"]}
+            "undone": ["capybara", "fossa", "kinkajoufact", "lemming", "再短一点"]}
