@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.hermes_home import fixture_home
+from harness.hermes_home import copy_home, fixture_home
 from harness.history_edits import CAROL, FEISHU, TG_DM_2, WEIXIN, compact, edited_in_turnlog, say, undo
 
 from turnlog import EngineConfig, ManualClock, SequentialIds, Turnlog
@@ -178,3 +178,25 @@ def test_an_undo_and_a_compaction_of_a_session_born_in_turnlog_order_its_rows_by
         ("assistant", "re: turn two", 0, 1), ("user", "[CONTEXT COMPACTION — ", 0, 1),
         ("user", "turn three", 0, 1), ("assistant", "re: turn three", 0, 1),
         ("user", "[CONTEXT COMPACTION — ", 1, 0), ("user", "turn four", 0, 0), ("assistant", "re: turn four", 0, 0)]
+
+
+def test_an_undo_below_hermes_compaction_is_recorded_before_it_and_a_live_row_among_archived_ones_is_named(
+        tmp_path) -> None:
+    home = copy_home(tmp_path / "home")
+    con = sqlite3.connect(home / "state.db")
+    with con:
+        # Feishu: the sms question rewound before the compaction (45-47), and one archived row left live (48)
+        con.execute("UPDATE messages SET compacted = 0 WHERE id IN (45, 46, 47)")
+        con.execute("UPDATE messages SET active = 1, compacted = 0 WHERE id = 48")
+    con.close()
+    with engine(tmp_path / "t.db") as t:
+        report = t.import_hermes(home)
+        assert edits(t, FEISHU) == [
+            ("TurnsUndone", {"from_seq": 5, "upto_seq": 7, "turns": 1, "actor": "import:hermes"}),
+            ("TranscriptCompacted", {"from_seq": 1, "upto_seq": 10, "summary": [], "actor": "import:hermes"})]
+        assert {"what": f"messages 8 of session {FEISHU}", "reason": "live rows among compacted ones: read as compacted"} \
+            in report.repaired
+        assert [m.originator_version for m in t.turns.agent_history(FEISHU)] == list(range(11, 21))
+        t.export_hermes(tmp_path / "out")
+    flags = {r["id"]: (r["active"], r["compacted"]) for r in hermes_rows(tmp_path / "out" / "state.db", FEISHU)}
+    assert [flags[i] for i in (44, 45, 46, 47, 48, 49)] == [(0, 1), (0, 0), (0, 0), (0, 0), (0, 1), (0, 1)]
