@@ -194,8 +194,8 @@ def test_an_undo_below_hermes_compaction_is_recorded_before_it_and_a_live_row_am
         assert edits(t, FEISHU) == [
             ("TurnsUndone", {"from_seq": 5, "upto_seq": 7, "turns": 1, "actor": "import:hermes"}),
             ("TranscriptCompacted", {"from_seq": 1, "upto_seq": 10, "summary": [], "actor": "import:hermes"})]
-        assert {"what": f"messages 8 of session {FEISHU}", "reason": "live rows among compacted ones: read as compacted"} \
-            in report.repaired
+        assert {"what": f"messages 8 of session {FEISHU}",
+                "reason": "live rows among compacted ones: read as compacted"} in report.repaired
         assert [m.originator_version for m in t.turns.agent_history(FEISHU)] == list(range(11, 21))
         t.export_hermes(tmp_path / "out")
     flags = {r["id"]: (r["active"], r["compacted"]) for r in hermes_rows(tmp_path / "out" / "state.db", FEISHU)}

@@ -72,20 +72,21 @@ def exported(request, tmp_path_factory):
         histories = {sid: [as_hermes(m) for m in t.turns.agent_history(sid)] for sid in sessions}
         routes = json.loads((base / "home" / "sessions" / "sessions.json").read_text())
         routes.pop("_README")
-        answer = probe(base / "home", base, {"conversations": sessions, "searches": words["compacted"] + words["undone"],
-                                              "routes": sorted(routes)})
+        answer = probe(base / "home", base, {"conversations": sessions, "routes": sorted(routes),
+                                              "searches": words["compacted"] + words["undone"]})
         yield {"histories": histories, "answer": answer, "words": words, "routes": routes, "home": base / "home"}
 
 
 def as_hermes(m: Any) -> dict[str, Any]:
-    """A turnlog message with the fields Hermes' conversation gives, as it names them."""
+    """A turnlog message with the fields Hermes' conversation gives, as it names them (what is unset
+    it leaves out), and its time to the millisecond."""
     fields = {"role": m.role, "content": m.content, "tool_call_id": m.tool_call_id, "tool_name": m.name,
               "tool_calls": m.tool_calls, "finish_reason": m.finish_reason if m.role == "assistant" else None}
-    return {k: v for k, v in fields.items() if v}  # Hermes leaves out what is unset
+    return {k: v for k, v in fields.items() if v} | {"at": round(m.timestamp.timestamp(), 3)}
 
 
 def for_the_agent(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: m[k] for k in FIELDS if m.get(k)} | {"content": m["content"]}
+    return [{k: m[k] for k in FIELDS if m.get(k)} | {"content": m["content"], "at": round(m["timestamp"], 3)}
             for m in conversation if m["role"] not in NOT_FOR_THE_AGENT]
 
 

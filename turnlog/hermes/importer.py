@@ -270,7 +270,8 @@ class HermesImporter:
                 if attempt == 2:
                     raise
         for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "undone_rows",
-                     "compacted_rows", "inactive_rows_kept", "marker_rows_kept", "routes_imported", "suspended", "resume_pending"):
+                     "compacted_rows", "inactive_rows_kept", "marker_rows_kept", "routes_imported", "suspended",
+                     "resume_pending"):
             setattr(report, name, getattr(report, name) + getattr(trial, name))
         report.skipped.extend(trial.skipped)
         report.repaired.extend(trial.repaired)
@@ -368,7 +369,8 @@ class HermesImporter:
                                         "reason": "no time: the previous message's time is used"})
                 timestamp = last_time
             last_time = timestamp
-            inactive_row = row[ACTIVE] == 0  # NULL `active` (an old reconciler's column) counts as active, as in Hermes
+            # NULL `active` (an old reconciler's column) counts as active, as in Hermes
+            inactive_row = row[ACTIVE] == 0
             if role == MARKER_ROLE or (inactive_row and role not in ROLES):
                 # A marker row is never a message an agent may see; an inactive row of no known
                 # role was never one either: both kept whole, flags and all, for an export.
