@@ -20,6 +20,7 @@ from eventsourcing.persistence import IntegrityError
 from ..gc_pause import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
 from ..commands.lease import lease_id
+from ..domain.history import COMPACTED as COMPACTED_FATE, UNDONE
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
                                hermes_record_id, import_cause)
 from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
@@ -30,10 +31,9 @@ from ..domain.session import Session
 from ..domain.source import SessionSource, check_session_id, quoted
 from ..domain.transcript import ROLES, MessagesImported, transcript_id
 from ..errors import InvalidRequest
-from ..domain.history import COMPACTED as COMPACTED_FATE, UNDONE
 from . import cells
-from .history_import import edited_history, row_fate
 from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, json_value, lid_aliases, read_home
+from .history_import import edited_history, row_fate
 from .owed import import_owed_replies
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
