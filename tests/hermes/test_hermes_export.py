@@ -151,7 +151,7 @@ def test_an_import_killed_midway_resumes_without_duplicates(tmp_path) -> None:
         assert report.sessions_already_imported == len(partial)
         assert report.sessions_imported == 294 - len(partial)
         expected = dict(rows(home / "state.db",
-                             "SELECT session_id, count(*) FROM messages WHERE active = 1 AND role != 'session_meta'"
+                             "SELECT session_id, count(*) FROM messages WHERE role != 'session_meta'"
                              " GROUP BY session_id"))
         sessions = t.sessions()
         assert len(sessions) == 294

@@ -65,8 +65,9 @@ def test_the_report_counts_everything_and_skips_nothing(imported) -> None:
     _, report = imported
     total = hermes_rows("SELECT count(*) AS n FROM messages")[0]["n"]
     assert (report.sessions_found, report.sessions_imported) == (14, 14)
-    # FIXTURE.md: 13 inactive rows; 12 session_meta markers, one of them inactive (Feishu's compaction)
-    assert (report.messages_imported, report.inactive_rows_kept, report.marker_rows_kept) == (total - 24, 13, 11)
+    # FIXTURE.md: 13 inactive rows (2 undone, 11 compacted, one of them a session_meta marker); 12 markers
+    assert (report.messages_imported, report.marker_rows_kept) == (total - 12, 12)
+    assert (report.undone_rows, report.compacted_rows, report.inactive_rows_kept) == (2, 10, 0)
     assert report.routes_imported == len(hermes_routing()) == 10
     assert report.skipped == []
     assert (report.suspended, report.resume_pending, report.ledger_rows, report.restart_counts) == (1, 1, 6, 1)
@@ -85,9 +86,9 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
     assert session["session_key"] in (row["session_key"] or "", _scoped(row))
     if row["origin_json"]:
         assert session["origin"] == json.loads(row["origin_json"])
-    # the live transcript: the active rows, in id order
-    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 AND role != 'session_meta'"
-        " ORDER BY id", (session_id,))
+    # the transcript: every message row (undone and compacted ones too: their fates are events), in id order
+    expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND role != 'session_meta' ORDER BY id",
+                           (session_id,))
     got = t.transcript(session_id)
     assert len(got) == len(expected) > 0
     for seq, (m, e) in enumerate(zip(got, expected), start=1):
@@ -97,13 +98,15 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
         assert (m["tool_call_id"], m["name"], m["finish_reason"]) == (e["tool_call_id"], e["tool_name"],
                                                                       e["finish_reason"])
         assert m["turn_id"] == f"hermes:{e['id']}"
-    # compacted (archived) and /undo-rewound rows: kept whole in the import record, flags and all
+    # the agent's history: the active rows, as Hermes replays them
+    live = [m for m in expected if m["active"] == 1]
+    assert [(m.role, m.content) for m in t.turns.agent_history(session_id)] == [
+        (e["role"], e["content"] or "") for e in live]
+    # markers (an inactive one too): kept whole in the import record, flags and all
     [record] = [e.data for e in t.history(session_id) if e.event == "HermesSessionImported"]
-    inactive = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=0 ORDER BY id", (session_id,))
-    assert record["inactive_rows"] == [{k: v for k, v in r.items() if v is not None and k != "session_id"}
-                                       for r in inactive]
-    markers = hermes_rows("SELECT * FROM messages WHERE session_id=? AND active=1 AND role='session_meta'"
-                          " ORDER BY id", (session_id,))
+    assert record["inactive_rows"] == []
+    markers = hermes_rows("SELECT * FROM messages WHERE session_id=? AND role='session_meta' ORDER BY id",
+                          (session_id,))
     assert record["marker_rows"] == [{k: v for k, v in r.items() if v is not None and k != "session_id"}
                                      for r in markers]
     assert record["message_ids"] == [e["id"] for e in expected]

@@ -18,6 +18,7 @@ from harness.cli import run
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from turnlog import Turnlog
 from turnlog.domain.source import check_session_id
 from turnlog.errors import InvalidRequest
 from turnlog.hermes.cells import MAX_EPOCH
@@ -161,6 +162,7 @@ def test_import_hermes_on_generated_rows(sessions: list[dict[str, Any]], message
         repaired = {r["what"] for r in report["repaired"]}
         assert sum(w.startswith("session ") for w in skipped) == len(stored_sessions) - len(good)
         expected: dict[str, int] = dict.fromkeys(good, 0)
+        live: dict[str, int] = {}
         for m in stored_messages:
             session_id = good_id(m["session_id"], m["sid_type"])
             what = f"message {m['id']} of session {session_id}"
@@ -168,17 +170,19 @@ def test_import_hermes_on_generated_rows(sessions: list[dict[str, Any]], message
                 assert any("messages of session" in w for w in skipped), (m, skipped)
                 continue
             role_ok = m["role_type"] == b"text" and _utf8(m["role"]) and m["role"].decode() in LIVE_ROLES
-            inactive = m["active"] == 0
-            if role_ok and not inactive:
+            inactive = m["active"] == 0  # rewound by /undo (compacted is 0): a message, hidden from the agent
+            if role_ok:
                 expected[session_id] += 1
+                live[session_id] = live.get(session_id, 0) + (not inactive)
                 if damaged(m):
                     assert what in repaired, (m, report["repaired"])
             elif not inactive and not (m["role_type"] == b"text" and m["role"] == b"session_meta"):
                 assert what in skipped, (m, skipped)  # an unknown role: named
         with_messages = {sid: n for sid, n in expected.items() if n}
         assert report["messages_imported"] == sum(expected.values())
-        for session_id, count in with_messages.items():
-            shown = json.loads(run("--db", db, "show", session_id, "--json").stdout)
-            assert len(shown["messages"]) == count
+        with Turnlog(db) as t:
+            for session_id, count in with_messages.items():
+                assert len(t.transcript(session_id)) == count
+                assert len(t.turns.agent_history(session_id)) == live[session_id]
         again = run("--db", db, "import-hermes", str(home), "--json")
         assert again.exit_code == 0 and json.loads(again.stdout)["sessions_imported"] == 0

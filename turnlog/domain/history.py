@@ -10,7 +10,8 @@ range replaced by its summary; every other reader (search, show, the viewer, tim
 A compaction always starts at the head of what the agent saw, so a later one covers every earlier
 one: only the last compaction stands, and the agent's history never needs a message at or below
 its `upto_seq` (`history_floor`). Undo and retry never reach into a compacted range: the summary
-stands for it and is not a turn.
+stands for it and is not a turn. A compaction imported from Hermes has no summary of its own:
+Hermes wrote its summary as messages after the range, so they are in the transcript already.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A Hermes session comes in as the events turnlog itself writes (SessionCreated, RouteBound, ...;
 its messages as a few MessagesImported runs, read everywhere as the MessageAppended events they
 stand for; actor `import:hermes`, cause `hermes:<home>#<session_id>`), so routing, search,
-history and time travel treat it like any other. What turnlog has no field for — token
-usage and cost, titles, the Hermes row of each message (its id and time, reasoning, active /
-compacted flags), the inactive rows themselves and the routing entry's extras — is kept in one
+history and time travel treat it like any other; Hermes' /undo and in-place compaction become the
+session's TurnsUndone and TranscriptCompacted. What turnlog has no field for — token usage and
+cost, titles, the Hermes row of each message (its id and time, reasoning), the marker rows and
+the routing entry's extras — is kept in one
 HermesSessionImported event on
 the session's own "hermes" stream, so that an export can write the Hermes rows back as they were.
 Version 1 of that stream exists once per session: it is also what makes an import idempotent.
@@ -47,9 +48,10 @@ class HermesSessionImported(StreamEvent):
     message_ids: list[int]
     message_times: list[float]
     message_fields: dict[str, dict[str, Any]]
-    # Rows that are not part of the live transcript (active=0: archived by in-place compaction,
-    # or rewound by /undo): kept here, whole (Hermes column -> value, set ones only), so the
-    # agent never sees them as history and an export writes them back as they were.
+    # Inactive rows (active=0) that are no message: of a role turnlog does not know. Kept here,
+    # whole (Hermes column -> value, set ones only), so an export writes them back as they were.
+    # (Undone and compacted messages are transcript messages with the session's history edits;
+    # an import made before that kept them all here.)
     inactive_rows: list[dict[str, Any]]
     # Hermes' session_meta markers (content NULL; Hermes drops them before the model): kept whole like
     # the inactive rows, for an export, and never in the transcript (an agent's API rejects the role).

@@ -162,7 +162,9 @@ class Session(TurnlogAggregate):
 
     class TranscriptCompacted(TurnlogAggregate.Event):
         """In-place compaction: `summary` stands for messages from_seq .. upto_seq in the agent's
-        history; the messages stay in the transcript (searchable, flagged)."""
+        history; the messages stay in the transcript (searchable, flagged). An empty `summary` is
+        one whose summary is already in the transcript after the range (Hermes stores its summary
+        as rows: an imported compaction)."""
 
         TOPIC = "turnlog:TranscriptCompacted"
         from_seq: int
@@ -252,10 +254,14 @@ class Session(TurnlogAggregate):
                     text=text)
 
     def compact(self, from_seq: int, upto_seq: int, summary: list[dict[str, Any]], *, focus: str | None,
-                model: str | None, kept_turns: int, at: datetime, actor: str, cause: str) -> None:
+                model: str | None, kept_turns: int, at: datetime, actor: str, cause: str,
+                summary_in_transcript: bool = False) -> None:
+        """`summary_in_transcript`: the summary is the transcript's messages after the range, so
+        `summary` is empty (an imported Hermes compaction)."""
         _check_range(from_seq, upto_seq)
-        if not summary:
-            raise HistoryEditError("a compaction needs a summary")
+        if bool(summary) == summary_in_transcript:
+            raise HistoryEditError("a compaction's summary is in the transcript or in the event, not both"
+                                   if summary else "a compaction needs a summary")
         self.record(Session.TranscriptCompacted, at=at, actor=actor, cause=cause, from_seq=from_seq,
                     upto_seq=upto_seq, summary=[dict(m) for m in summary], focus=focus, model=model,
                     kept_turns=kept_turns)

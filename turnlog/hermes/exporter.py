@@ -19,9 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from ..domain.imported import HermesHomeImported, HermesSessionImported, hermes_record_id
+from eventsourcing.application import project_aggregate
+
+from ..commands.context import session_aggregate_id
+from ..domain.history import HistoryEdit
+from ..domain.imported import IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_record_id
+from ..domain.session import Session
 from ..errors import InvalidRequest, TurnlogError
 from ..export import epoch_seconds
+from . import history_rows
 from .formats import LID_DIRS
 from .schema import SCHEMA_SQL, SCHEMA_VERSION
 
@@ -244,39 +250,49 @@ def _write_sessions(views: "Views", db: sqlite3.Connection, sessions: list[dict[
         times = record.message_times if record is not None else []
         fields = record.message_fields if record is not None else {}
         messages = views.message_events(session_id)
-        added_tools = 0
-        for seq, m in enumerate(messages, start=1):
-            extra = dict(fields.get(str(seq), {}))
-            if seq <= len(ids):
-                extra["timestamp"] = times[seq - 1]
-            wanted = ids[seq - 1] if seq <= len(ids) else None
-            if wanted is not None and wanted not in used:
+        edits, native_undos = _history_edits(views, session_id)
+        kept = (*record.inactive_rows, *record.marker_rows) if record is not None else ()
+        last = 0  # Hermes orders a transcript by id: a kept id that would break the order is not kept
+        for planned in history_rows.layout(messages, ids, kept, edits):
+            wanted = planned.wanted
+            if wanted is not None and wanted not in used and wanted > last:
                 message_id = wanted
             else:
                 message_id, next_id = next_id, next_id + 1
             used.add(message_id)
-            if seq > len(ids):
-                added_tools += len(m.tool_calls or [])
-            _insert(db, "messages", _message_row(m, extra, message_id, session_id))
+            last = message_id
+            if planned.seq is None:
+                written = {**planned.fields, "id": message_id, "session_id": session_id}
+            else:
+                extra = dict(fields.get(str(planned.seq), {}))
+                if planned.seq <= len(ids):
+                    extra["timestamp"] = times[planned.seq - 1]
+                flags = history_rows.flags(planned.seq, edits)
+                if flags is not None:
+                    extra["active"], extra["compacted"] = flags
+                written = _message_row(planned.message, extra, message_id, session_id)
+            _insert(db, "messages", written)
             report.messages += 1
-        # Rows kept beside the transcript, at their own ids (Hermes orders a transcript by id).
-        for inactive in (*record.inactive_rows, *record.marker_rows) if record is not None else ():
-            if inactive["id"] in used:
-                inactive = {**inactive, "id": next_id}
-                next_id += 1
-            used.add(inactive["id"])
-            _insert(db, "messages", {**inactive, "session_id": session_id})
-            report.messages += 1
-        if record is None:
-            row["message_count"] = len(messages)
-            row["tool_call_count"] = added_tools
-        elif len(messages) > len(ids):
-            row["message_count"] = row.get("message_count", 0) + len(messages) - len(ids)
-            row["tool_call_count"] = row.get("tool_call_count", 0) + added_tools
+        base = (row.get("message_count", 0), row.get("tool_call_count", 0)) if record is not None else (0, 0)
+        row["message_count"], row["tool_call_count"] = history_rows.counts(
+            messages, edits, len(ids) if record is not None else None, base)
+        if native_undos:
+            row["rewind_count"] = row.get("rewind_count", 0) + native_undos
         _insert(db, "sessions", row)
         for usage in record.usage if record is not None else []:
             _insert(db, "session_model_usage", usage)
         report.sessions += 1
+
+
+def _history_edits(views: "Views", session_id: str) -> tuple[tuple[HistoryEdit, ...], int]:
+    """The session's history edits, and how many /undo were made in turnlog (Hermes counts them in
+    `rewind_count`; an imported row has its own count already)."""
+    events = list(views.app.events.get(session_aggregate_id(session_id)))
+    if not events:
+        return (), 0
+    session = cast(Session, project_aggregate(None, events))
+    native = sum(1 for e in events if isinstance(e, Session.TurnsUndone) and e.actor != IMPORT_ACTOR)
+    return session.history_edits, native
 
 
 def _native_row(s: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from eventsourcing.persistence import IntegrityError
 from ..gc_pause import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
 from ..commands.lease import lease_id
+from ..domain.history import COMPACTED as COMPACTED_FATE, UNDONE
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
                                hermes_record_id, import_cause)
 from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
@@ -32,6 +33,7 @@ from ..domain.transcript import ROLES, MessagesImported, transcript_id
 from ..errors import InvalidRequest
 from . import cells
 from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, json_value, lid_aliases, read_home
+from .history_import import edited_history, row_fate
 from .owed import import_owed_replies
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
@@ -46,6 +48,7 @@ FLAG_AND_EXTRA_COLUMNS = MESSAGE_COLUMNS[TAIL:]
 # Most rows have every flag and extra at Hermes' default: nothing of theirs to keep beside the event.
 DEFAULT_TAIL = tuple(MESSAGE_DEFAULTS.get(name) for name in FLAG_AND_EXTRA_COLUMNS)
 ACTIVE = MESSAGE_COLUMNS.index("active")
+COMPACTED = MESSAGE_COLUMNS.index("compacted")
 MARKER_ROLE = "session_meta"  # Hermes' gateway marker row: not a message (HERMES_FORMATS §2.2)
 Progress = Callable[[int, int], None]
 
@@ -59,7 +62,9 @@ class ImportReport:
     sessions_already_imported: int = 0
     messages_found: int = 0
     messages_imported: int = 0  # into transcripts
-    inactive_rows_kept: int = 0  # compacted or rewound rows, kept in the import record
+    undone_rows: int = 0  # rewound by /undo (active=0, compacted=0): transcript messages, hidden by TurnsUndone
+    compacted_rows: int = 0  # archived by in-place compaction (compacted=1): covered by TranscriptCompacted
+    inactive_rows_kept: int = 0  # inactive rows of no known role: kept whole in the import record only
     marker_rows_kept: int = 0  # session_meta markers: in the import record, never in a transcript
     routes_imported: int = 0
     routes_rekeyed: list[dict[str, str]] = field(default_factory=list)  # Slack keys moved to their workspace
@@ -264,8 +269,9 @@ class HermesImporter:
                 # there first: decide again from the log.
                 if attempt == 2:
                     raise
-        for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "inactive_rows_kept",
-                     "marker_rows_kept", "routes_imported", "suspended", "resume_pending"):
+        for name in ("sessions_imported", "sessions_already_imported", "messages_imported", "undone_rows",
+                     "compacted_rows", "inactive_rows_kept", "marker_rows_kept", "routes_imported", "suspended",
+                     "resume_pending"):
             setattr(report, name, getattr(report, name) + getattr(trial, name))
         report.skipped.extend(trial.skipped)
         report.repaired.extend(trial.repaired)
@@ -303,9 +309,10 @@ class HermesImporter:
                               parent_session_id=row.get("parent_session_id"), **say)
         items: list[Any] = [session]
         started = cells.epoch(row.get("started_at"), "started_at", [])
-        runs, appended, extras = self._messages(session_id, messages, now, cause, report,
-                                                started if started is not None else now.timestamp())
+        runs, appended, extras, fates = self._messages(session_id, messages, now, cause, report,
+                                                       started if started is not None else now.timestamp())
         items += runs
+        edited_history(session, *fates, report.repaired, session_id, say)
         restarts = max((home.restart_counts.get(rk.key, 0) or home.restart_counts.get(e.get("session_key", ""), 0)
                         for rk, e in routes), default=0)
         if appended or restarts:
@@ -330,8 +337,10 @@ class HermesImporter:
 
     @staticmethod
     def _messages(session_id: str, messages: list[tuple[Any, ...]], now: Any, cause: str,
-                  report: ImportReport, started: float) -> tuple[list[MessagesImported], int, dict[str, Any]]:
-        """The session's live rows as MessagesImported runs (and how many messages they hold);
+                  report: ImportReport, started: float
+                  ) -> tuple[list[MessagesImported], int, dict[str, Any], tuple[list[str | None], list[str]]]:
+        """The session's message rows as MessagesImported runs (and how many messages they hold),
+        with each message's fate (history_import.py): undone and compacted rows are messages too;
         what turnlog has no field for goes to the import record (`extras`). Each message keeps
         its own Hermes time; a row without one (damaged) takes the previous row's."""
         runs: list[MessagesImported] = []
@@ -342,6 +351,8 @@ class HermesImporter:
         fields: dict[str, dict[str, Any]] = {}
         inactive: list[dict[str, Any]] = []
         markers: list[dict[str, Any]] = []
+        fates: list[str | None] = []
+        roles: list[str] = []
         stream = transcript_id(session_id)
         last_time = started
 
@@ -358,12 +369,14 @@ class HermesImporter:
                                         "reason": "no time: the previous message's time is used"})
                 timestamp = last_time
             last_time = timestamp
-            if row[ACTIVE] == 0 or role == MARKER_ROLE:
-                # Not part of the live transcript (NULL `active`, an old reconciler's column, counts
-                # as active, as in Hermes); a marker row is never a message an agent may see.
+            # NULL `active` (an old reconciler's column) counts as active, as in Hermes
+            inactive_row = row[ACTIVE] == 0
+            if role == MARKER_ROLE or (inactive_row and role not in ROLES):
+                # A marker row is never a message an agent may see; an inactive row of no known
+                # role was never one either: both kept whole, flags and all, for an export.
                 kept = {name: value for name, value in zip(MESSAGE_COLUMNS, row)
                         if value is not None and name != "session_id"}
-                (inactive if row[ACTIVE] == 0 else markers).append({**kept, "timestamp": timestamp})
+                (markers if role == MARKER_ROLE else inactive).append({**kept, "timestamp": timestamp})
                 continue
             if role not in ROLES:
                 report.skipped.append({"what": f"message {message_id} of session {session_id}",
@@ -386,8 +399,12 @@ class HermesImporter:
             tail = row[TAIL:]
             if tail != DEFAULT_TAIL:
                 for name, value in zip(FLAG_AND_EXTRA_COLUMNS, tail):
-                    if value is not None and value != MESSAGE_DEFAULTS.get(name):
+                    # an inactive row's flags are its fate, an event of the session (the export reads it)
+                    if value is not None and value != MESSAGE_DEFAULTS.get(name) and not (
+                            inactive_row and name in ("active", "compacted")):
                         extra[name] = value
+            fates.append(row_fate(row[ACTIVE], row[COMPACTED]))
+            roles.append(role)
             if run and (len(run) == RUN_MESSAGES or chars + len(message["content"]) > RUN_CHARS):
                 close_run()
                 run, chars = [], 0
@@ -399,10 +416,12 @@ class HermesImporter:
             chars += len(message["content"])
         if run:
             close_run()
+        report.undone_rows += fates.count(UNDONE)
+        report.compacted_rows += fates.count(COMPACTED_FATE)
         report.inactive_rows_kept += len(inactive)
         report.marker_rows_kept += len(markers)
         return runs, len(ids), {"message_ids": ids, "message_times": times, "message_fields": fields,
-                                "inactive_rows": inactive, "marker_rows": markers}
+                                "inactive_rows": inactive, "marker_rows": markers}, (fates, roles)
 
     @staticmethod
     def _flags(session: Session, row: dict[str, Any], entry: dict[str, Any] | None, restarts: int,
