@@ -532,14 +532,16 @@ class Turnlog:
         return backups.take(self._backend.path, os.fspath(out), taken_at=self._clock.now().isoformat(),
                             progress=progress)
 
-    def copy_to(self, location: str | os.PathLike[str], *, views: str | None = None,
+    def copy_to(self, location: str | os.PathLike[str], *, views: str | None = None, batch: int | None = None,
                 progress: Callable[[int, int], None] | None = None) -> CopyReport:
         """Copy the whole log, in order, with its positions and hash chain, to another store (an
         SQLite path or a postgresql:// URL, with its read-model file `views`), then compare the
         two logs event by event, verify the target's chain and rebuild its read models. Killed
         midway, a second call goes on from the target's head. Events written here after the copy
-        began are left for the next call (stop the gateways first). `progress(done, total)` is
-        called after each batch of events."""
+        began are left for the next call (stop the gateways first). `batch` events are written per
+        transaction (default 2000); `progress(done, total)` is called after each."""
+        if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+            raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
         started = time.perf_counter()
         target = storage_backend.create(location, views)
         if target.display == self._backend.display:
@@ -547,7 +549,8 @@ class Turnlog:
         stop = self._app.recorder.max_notification_id() or 0
         app = target.prepare(read_only=False, create_missing=True).open_application()
         try:
-            resumed_from = log_copy.copy_events(self._app, app, stop=stop, progress=progress)
+            resumed_from = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
+                                                progress=progress)
             events = log_copy.compare(self._app, app, stop=stop)
         finally:
             app.close()

@@ -51,7 +51,8 @@ class CopyReport:
         return asdict(self)
 
 
-def copy_events(source: Application, target: Application, *, stop: int, progress: Progress | None = None) -> int:
+def copy_events(source: Application, target: Application, *, stop: int, batch: int = BATCH,
+                progress: Progress | None = None) -> int:
     """Copy the source's events through position `stop` to `target`, after the target's head;
     returns where the target's head was when this began."""
     writer = _writer(target)
@@ -63,11 +64,11 @@ def copy_events(source: Application, target: Application, *, stop: int, progress
             raise StoreError(f"the target's log goes on past the source's (position {start} > {stop}):"
                              " it is not a copy of this log")
         while start < stop:
-            batch = source.recorder.select_notifications(start, BATCH, stop=stop, inclusive_of_start=False)
-            if not batch:
+            events = source.recorder.select_notifications(start, batch, stop=stop, inclusive_of_start=False)
+            if not events:
                 break
-            writer.write(batch, start)
-            start = batch[-1].id
+            writer.write(events, start)
+            start = events[-1].id
             if progress is not None:
                 progress(start - resumed_from, stop - resumed_from)
         return resumed_from
