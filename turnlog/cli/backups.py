@@ -8,8 +8,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
-import turnlog
-
+from .. import restore as restore_backup
 from .base import command, engine
 from .output import Output, output_options
 
@@ -68,7 +67,7 @@ def restore(ctx: click.Context, backup_path: str, force: bool, out: Output) -> N
     if not obj["db_given"]:
         raise click.UsageError("name the database to restore to with --db PATH")
     with progress_bar("restoring", out) as progress:
-        report = turnlog.restore(backup_path, obj["db"], force=force, progress=progress)
+        report = restore_backup(backup_path, obj["db"], force=force, progress=progress)
 
     def text() -> None:
         what = "replaced" if report.replaced else "created"
