@@ -544,7 +544,9 @@ class Turnlog:
             raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
         started = time.perf_counter()
         target = storage_backend.create(location, views)
-        if target.display == self._backend.display:
+        source = self._backend
+        if target.display == source.display or (isinstance(target, SqliteBackend) and isinstance(source, SqliteBackend)
+                                                and os.path.realpath(target.path) == os.path.realpath(source.path)):
             raise InvalidRequest(f"the copy's target is the source itself ({target.display})")
         stop = self._app.recorder.max_notification_id() or 0
         app = target.prepare(read_only=False, create_missing=True).open_application()
