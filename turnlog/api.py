@@ -35,7 +35,6 @@ from .storage import backend as storage_backend
 from .storage import backup as backups, log_copy
 from .storage.backup import BackupReport, RestoreReport
 from .storage.log_copy import CopyReport
-from .storage.sqlite_backend import SqliteBackend
 from .turn_operations import TurnOperations
 from .config import EngineConfig
 from .domain.transcript import transcript_id
@@ -45,7 +44,7 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, ChainBroken, InvalidRequest, NotFound, StoreError
+from .errors import AmbiguousKey, ChainBroken, InvalidRequest, NotFound
 from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
 from .domain.inbox import HUMAN
@@ -526,10 +525,7 @@ class Turnlog:
         the hash chain recomputed) and return its sha256, event count and head position. A
         PostgreSQL log is backed up with pg_dump (docs/operations.md). `progress(done, total)`
         is called after each step."""
-        if not isinstance(self._backend, SqliteBackend) or self._backend.callers_own():
-            raise StoreError(f"{self._backend.display} is not an SQLite file: back a PostgreSQL log up with"
-                             " pg_dump (docs/operations.md)")
-        return backups.take(self._backend.path, os.fspath(out), taken_at=self._clock.now().isoformat(),
+        return backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
                             progress=progress)
 
     def copy_to(self, location: str | os.PathLike[str], *, views: str | None = None, batch: int | None = None,
@@ -543,10 +539,10 @@ class Turnlog:
         if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
             raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
         started = time.perf_counter()
+        if views is None and storage_backend.needs_views(location):
+            raise InvalidRequest("a PostgreSQL target needs a read-model file of its own: views=PATH (--to-views PATH)")
         target = storage_backend.create(location, views)
-        source = self._backend
-        if target.display == source.display or (isinstance(target, SqliteBackend) and isinstance(source, SqliteBackend)
-                                                and os.path.realpath(target.path) == os.path.realpath(source.path)):
+        if target.same_store(self._backend):
             raise InvalidRequest(f"the copy's target is the source itself ({target.display})")
         stop = self._app.recorder.max_notification_id() or 0
         app = target.prepare(read_only=False, create_missing=True).open_application()
@@ -832,7 +828,4 @@ def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force
     `db`: the backup is verified first (SQLite's check and its hash chain), then renamed into
     place in one step. A database already at `db` is replaced only with `force`, and never while
     another process has it open (DatabaseInUse)."""
-    path = os.fspath(db)
-    if path.startswith(("postgresql://", "postgres://")):
-        raise StoreError("a PostgreSQL log is restored with pg_restore (docs/operations.md)")
-    return backups.restore(os.fspath(backup), SqliteBackend.from_path(path).path, force=force, progress=progress)
+    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress)

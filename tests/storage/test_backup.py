@@ -124,13 +124,15 @@ def test_restore_refuses_a_database_in_use(tmp_path):
     holder = procs.start(db, HOLDER, work=tmp_path)
     try:
         procs.wait_for(tmp_path / "ready.json", holder)
-        unchanged = sha256(db)
         with pytest.raises(DatabaseInUse, match=f"in use by process {holder.pid}"):
             turnlog.restore(tmp_path / "backup.db", db, force=True)
-        assert sha256(db) == unchanged
     finally:
         holder.kill()
         holder.wait()
+    # Not replaced: the holder's own session (which the backup lacks) is still there.
+    with Turnlog(db) as t:
+        assert "agent:main:telegram:dm:9" in {s.session_key for s in t.sessions()}
+    assert not list(tmp_path.glob(".live.db.*"))
     report = turnlog.restore(tmp_path / "backup.db", db, force=True)  # nobody holds it now
     assert report.replaced
 

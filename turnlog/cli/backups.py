@@ -12,9 +12,6 @@ from .. import restore as restore_backup
 from .base import command, engine
 from .output import Output, output_options
 
-POSTGRES_PREFIXES = ("postgresql://", "postgres://")
-
-
 @contextmanager
 def progress_bar(label: str, out: Output) -> Iterator[Callable[[int, int], None]]:
     """A `progress(done, total)` drawing a bar on stderr when it is a terminal (silent for pipes,
@@ -94,8 +91,6 @@ def copy(ctx: click.Context, to: str, to_views: str | None, batch: int | None, o
     models. Run it again after an interruption: it goes on from the target's head. Stop the
     gateways first; events written meanwhile are left for the next run.
     """
-    if to.startswith(POSTGRES_PREFIXES) and not to_views:
-        raise click.UsageError("a PostgreSQL target needs its read-model file: give --to-views PATH")
     t = engine(ctx)
     with progress_bar("copying events", out) as progress:
         report = t.copy_to(to, views=to_views, batch=batch, progress=progress)

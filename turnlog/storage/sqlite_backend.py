@@ -75,6 +75,14 @@ class SqliteBackend:
         except Exception as e:  # the library raises a variety of driver errors on a bad store
             raise StoreError(f"cannot open {self.display}: {e}") from None
 
+    def backup_file(self) -> str:
+        if self.callers_own():
+            raise StoreError(f"{self.display} is not a database file turnlog manages: it cannot be backed up")
+        return self.path
+
+    def same_store(self, other: object) -> bool:
+        return isinstance(other, SqliteBackend) and os.path.realpath(other.path) == os.path.realpath(self.path)
+
     def log_access(self, app: Application, views_db: sqlite3.Connection) -> LogAccess:
         recorder = app.recorder
         if not isinstance(recorder, SQLiteApplicationRecorder):
