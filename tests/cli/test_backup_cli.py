@@ -116,3 +116,14 @@ def test_a_progress_bar_is_drawn_on_a_terminal_only(live, tmp_path):
     assert code == 0 and "backing up" in err
     piped = run("--db", str(live), "backup", str(tmp_path / "b2.db"))
     assert "backing up" not in piped.output
+
+
+def test_restore_refuses_a_backup_or_a_target_that_is_not_a_database(live, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list: eggs, milk\n")
+    assert_one_line_error(run("restore", str(notes), "--db", str(tmp_path / "x.db")), 1, "not a turnlog database")
+    assert not (tmp_path / "x.db").exists()
+    (tmp_path / "folder.db").mkdir()
+    assert_one_line_error(run("restore", str(live), "--db", str(tmp_path / "folder.db"), "--force"), 1,
+                          "is a directory")
+    assert notes.read_text() == "shopping list: eggs, milk\n"

@@ -124,7 +124,8 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
 
 def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None) -> RestoreReport:
     """Put the backup file `backup` in place of the SQLite database `target` (a path or an
-    `sqlite:` URL): verified first, the swap one rename. A database already there is replaced only with `force`, never while in use."""
+    `sqlite:` URL): verified first, the swap one rename. A database already there is replaced
+    only with `force`, never while in use."""
     if target.startswith(("postgresql://", "postgres://")):
         raise StoreError("a PostgreSQL log is restored with pg_restore (docs/operations.md)")
     target = SqliteBackend.from_path(target).path
