@@ -547,18 +547,18 @@ class Turnlog:
         stop = self._app.recorder.max_notification_id() or 0
         app = target.prepare(read_only=False, create_missing=True).open_application()
         try:
-            resumed_from = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
-                                                progress=progress)
+            resumed_from, copied = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
+                                                        progress=progress)
             events = log_copy.compare(self._app, app, stop=stop)
         finally:
             app.close()
-        with Turnlog(location, views=views, clock=self._clock, config=self._config) as copied:
-            chain = copied.maintenance.verify_chain()
+        with Turnlog(location, views=views, clock=self._clock, config=self._config) as there:
+            chain = there.maintenance.verify_chain()
             if chain.breaks:
                 raise ChainBroken(f"the copy's hash chain does not verify at position {chain.breaks[0].position}"
                                   " (run `turnlog verify --chain` on it)")
-            rebuilt = copied.maintenance.rebuild()
-        return CopyReport(source=self._backend.display, target=target.display, copied=stop - resumed_from,
+            rebuilt = there.maintenance.rebuild()
+        return CopyReport(source=self._backend.display, target=target.display, copied=copied,
                           resumed_from=resumed_from, events=events, head=stop, chain_ok=True,
                           read_models=rebuilt["projections"], seconds=round(time.perf_counter() - started, 3))
 

@@ -52,12 +52,13 @@ class CopyReport:
 
 
 def copy_events(source: Application, target: Application, *, stop: int, batch: int = BATCH,
-                progress: Progress | None = None) -> int:
+                progress: Progress | None = None) -> tuple[int, int]:
     """Copy the source's events through position `stop` to `target`, after the target's head;
-    returns where the target's head was when this began."""
+    returns where the target's head was when this began, and how many events were copied."""
     writer = _writer(target)
     try:
         start = resumed_from = writer.head()
+        copied = 0
         if start:
             _refuse_unless_same(source, target, start)
         if start > stop:
@@ -69,9 +70,10 @@ def copy_events(source: Application, target: Application, *, stop: int, batch: i
                 break
             writer.write(events, start)
             start = events[-1].id
+            copied += len(events)
             if progress is not None:
                 progress(start - resumed_from, stop - resumed_from)
-        return resumed_from
+        return resumed_from, copied
     finally:
         writer.close()
 
