@@ -81,3 +81,20 @@ def test_a_copy_killed_midway_finishes_on_a_second_run_without_duplicates(tmp_pa
         assert copy.maintenance.verify_chain().breaks == []
         assert {s.session_id: copy.export(s.session_id) for s in copy.sessions()} == before
         assert len(copy.events_around(1, before=0, after=10_000)) == head
+
+
+def test_a_copy_from_postgresql_killed_midway_finishes_on_a_second_run(tmp_path, pg):
+    source = create_database(pg, f"killed_source_{next(_names)}")
+    views = str(tmp_path / "source-views.db")
+    with Turnlog(source, views=views) as t:
+        talk(t, 6)
+        before = {s.session_id: t.export(s.session_id) for s in t.sessions()}
+        head = t.maintenance.log_head()
+    target = str(tmp_path / "copy.db")
+    procs.crash(source, child_code(BETWEEN_BATCHES, target, None), work=tmp_path, views=str(tmp_path / "child"))
+    with Turnlog(source, views=views) as t:
+        report = t.copy_to(target)
+    assert report.resumed_from > 0 and report.head == head
+    with Turnlog(target) as copy:
+        assert copy.maintenance.verify_chain().breaks == []
+        assert {s.session_id: copy.export(s.session_id) for s in copy.sessions()} == before
