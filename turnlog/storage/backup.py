@@ -20,6 +20,7 @@ import hashlib
 import os
 import sqlite3
 import struct
+import sys
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -33,7 +34,8 @@ Progress = Callable[[int, int], None]
 # SQLite's lock bytes (os_unix.c): PENDING, RESERVED, then the SHARED range of 510 bytes.
 _LOCK_START = 0x40000000
 _LOCK_LENGTH = 512
-_FLOCK = "hhqqi"  # struct flock on Linux: type, whence, start, len, pid
+# struct flock: Linux orders it type, whence, start, len, pid; the BSDs and macOS start, len, pid, type, whence.
+_BSD_FLOCK = sys.platform == "darwin" or "bsd" in sys.platform
 _HASH_CHUNK = 1 << 20
 STEPS = 3  # copy, verify, hash
 
@@ -179,13 +181,23 @@ def holder(path: str) -> int | None:
         fd = os.open(name, os.O_RDONLY)
         try:
             start, length = (_LOCK_START, _LOCK_LENGTH) if name == path else (120, 16)  # -shm: the WAL-index locks
-            probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
-            kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+            kind, pid = _conflicting_lock(fd, start, length)
         finally:
             os.close(fd)
         if kind != fcntl.F_UNLCK:
             return pid
     return None
+
+
+def _conflicting_lock(fd: int, start: int, length: int) -> tuple[int, int]:
+    """F_GETLK for a write lock on the range: the kind of lock in the way (F_UNLCK: none) and its holder."""
+    if _BSD_FLOCK:
+        probe = struct.pack("qqihh", start, length, 0, fcntl.F_WRLCK, os.SEEK_SET)
+        _, _, pid, kind, _ = struct.unpack("qqihh", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+    else:
+        probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
+        kind, _, _, _, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+    return kind, pid
 
 
 def check(path: str) -> Checked:
