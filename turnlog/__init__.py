@@ -7,7 +7,7 @@ the hash chain. The other names are what its methods take and return, and the er
 """
 
 from .agent_cache import AgentCache, CacheStats
-from .api import DEFAULT_DB, HistoryEntry, Turnlog
+from .api import DEFAULT_DB, HistoryEntry, Turnlog, restore
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
 from .commands.delivery import Attempt
@@ -28,9 +28,9 @@ from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
-from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunning, HermesHomeError, InvalidRequest,
-                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
-                     StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
+from .errors import (AmbiguousKey, ChainBroken, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
+                     InvalidRequest, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase,
+                     SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
 from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, SuspendedSession
@@ -45,7 +45,9 @@ from .projections.ledger_views import LedgerEntry, OwedDelivery
 from .projections.log_window import LogEvent, TurnSpan
 from .projections.delegations_views import DelegationRow
 from .projections.queue_views import QueueDepth, QueueItemRow
+from .storage.backup import BackupReport, RestoreReport
 from .storage.chain import ChainBreak, ChainReport
+from .storage.log_copy import CopyReport
 from .storage.local_file import LocalFile, local_file
 from .timetravel import AsOf
 from .turn_operations import LeaseHolder, TurnOperations
@@ -56,6 +58,7 @@ __all__ = [
     "AmbiguousKey",
     "AsOf",
     "Attempt",
+    "BackupReport",
     "BootReport",
     "BootSummary",
     "build_session_context",
@@ -70,7 +73,9 @@ __all__ = [
     "CommandResult",
     "ConflictError",
     "CONTROL_CHARACTERS",
+    "CopyReport",
     "current_turn",
+    "DatabaseInUse",
     "DEFAULT_DB",
     "DelegationRow",
     "EngineConfig",
@@ -112,6 +117,8 @@ __all__ = [
     "ResetPolicies",
     "ResetPolicy",
     "resolve_routing_key",
+    "restore",
+    "RestoreReport",
     "ResumePendingSession",
     "RouteResult",
     "RouteRow",

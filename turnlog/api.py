@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import time
 import uuid as _uuid
 import warnings
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate, message_fates
 from .commands.turn import Responder, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
+from .storage import backup as backups, log_copy
+from .storage.backup import BackupReport, RestoreReport
+from .storage.log_copy import CopyReport
 from .turn_operations import TurnOperations
 from .config import EngineConfig
 from .domain.transcript import transcript_id
@@ -41,7 +45,7 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, InvalidRequest, NotFound
+from .errors import AmbiguousKey, ChainBroken, InvalidRequest, NotFound
 from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
 from .domain.inbox import HUMAN
@@ -573,6 +577,52 @@ class Turnlog:
             out[route["session_key"]] = _hermes_entry(route, session)
         return out
 
+    # -- backup and moving between backends ---------------------------------------------
+
+    def backup(self, out: str | os.PathLike[str], *, progress: Callable[[int, int], None] | None = None
+               ) -> BackupReport:
+        """Copy this SQLite database to the new file `out` while gateways go on writing (one read
+        transaction: the copy is the log as of one commit), verify the copy (SQLite's check and
+        the hash chain recomputed) and return its sha256, event count and head position. A
+        PostgreSQL log is backed up with pg_dump (docs/operations.md). `progress(done, total)`
+        is called after each step."""
+        return backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
+                            progress=progress)
+
+    def copy_to(self, location: str | os.PathLike[str], *, views: str | None = None, batch: int | None = None,
+                progress: Callable[[int, int], None] | None = None) -> CopyReport:
+        """Copy the whole log, in order, with its positions and hash chain, to another store (an
+        SQLite path or a postgresql:// URL, with its read-model file `views`), then compare the
+        two logs event by event, verify the target's chain and rebuild its read models. Killed
+        midway, a second call goes on from the target's head. Events written here after the copy
+        began are left for the next call (stop the gateways first). `batch` events are written per
+        transaction (default 2000); `progress(done, total)` is called after each."""
+        if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+            raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
+        started = time.perf_counter()
+        if views is None and storage_backend.needs_views(location):
+            raise InvalidRequest("a PostgreSQL target needs a read-model file of its own: views=PATH (--to-views PATH)")
+        target = storage_backend.create(location, views)
+        if target.same_store(self._backend):
+            raise InvalidRequest(f"the copy's target is the source itself ({target.display})")
+        stop = self._app.recorder.max_notification_id() or 0
+        app = target.prepare(read_only=False, create_missing=True).open_application()
+        try:
+            resumed_from, copied = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
+                                                        progress=progress)
+            events = log_copy.compare(self._app, app, stop=stop)
+        finally:
+            app.close()
+        with Turnlog(location, views=views, clock=self._clock, config=self._config) as there:
+            chain = there.maintenance.verify_chain()
+            if chain.breaks:
+                raise ChainBroken(f"the copy's hash chain does not verify at position {chain.breaks[0].position}"
+                                  " (run `turnlog verify --chain` on it)")
+            rebuilt = there.maintenance.rebuild()
+        return CopyReport(source=self._backend.display, target=target.display, copied=copied,
+                          resumed_from=resumed_from, events=events, head=stop, chain_ok=True,
+                          read_models=rebuilt["projections"], seconds=round(time.perf_counter() - started, 3))
+
     # -- search ---------------------------------------------------------------------------
 
     def search(self, query: str, *, session: str | None = None, key: str | None = None,
@@ -831,3 +881,12 @@ def _hermes_entry(route: dict[str, Any], session: dict[str, Any]) -> dict[str, A
 
 def open(location: str | os.PathLike[str] = DEFAULT_DB, **options: Any) -> Turnlog:  # noqa: A001
     return Turnlog(location, **options)
+
+
+def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force: bool = False,
+            progress: Callable[[int, int], None] | None = None) -> RestoreReport:
+    """Put the backup file `backup` (made by `Turnlog.backup`) in place of the SQLite database
+    `db`: the backup is verified first (SQLite's check and its hash chain), then renamed into
+    place in one step. A database already at `db` is replaced only with `force`, and never while
+    another process has it open (DatabaseInUse)."""
+    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress)

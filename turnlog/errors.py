@@ -7,6 +7,7 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     │   ├── ReadOnlyDatabase      the operation would write to a read-only database
     │   ├── ProjectionCorrupt     a read model is damaged (rebuild it from the log)
     │   ├── UnreadableEvent       an event of the log does not decode into what its topic promises
+    │   ├── DatabaseInUse         another process has the database open (a restore refuses)
     │   └── ChainBroken           the log no longer matches its hash chain
     ├── NotFound                  no such session or routing key
     ├── InvalidRequest            an argument turnlog cannot accept (also a ValueError)
@@ -99,6 +100,11 @@ class UnreadableEvent(StoreError):
         self.position = position
         self.topic = topic
         self.problem = problem
+
+
+class DatabaseInUse(StoreError):
+    """Another process has the database open (a gateway, a tool): replacing it would pull the
+    file from under that process."""
 
 
 class ChainBroken(StoreError):

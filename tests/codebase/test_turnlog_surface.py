@@ -31,7 +31,7 @@ METHODS = {
     "queue", "queue_depths", "route_id", "routes", "search", "session", "sessions", "transcript", "turn_spans",
     "usage",
     # Hermes homes, and the store itself
-    "close", "export_hermes", "import_hermes",
+    "backup", "close", "copy_to", "export_hermes", "import_hermes",
 }
 GROUPS = {"turns": TurnOperations, "maintenance": Maintenance}
 PROPERTIES = {"owner", "read_only", "stale"}  # what it was opened as, and how it reads, read-only

@@ -11,10 +11,24 @@ module registers them, in this order, on `main` (the console script `turnlog.cli
 
 from __future__ import annotations
 
-from . import audit, core, delegations, hermes, projections, web
+from . import audit
+from . import backups
+from . import core
+from . import delegations
+from . import hermes
+from . import projections
+from . import web
 from .base import main
 
-FAMILIES = (core, delegations, audit, projections, hermes, web)
+FAMILIES = (
+    core,
+    delegations,
+    audit,
+    projections,
+    backups,
+    hermes,
+    web,
+)
 
 for family in FAMILIES:
     for command in family.COMMANDS:

@@ -62,11 +62,25 @@ class Backend(Protocol):
         """How the log reader runs SQL on the events table (storage/log.py)."""
         ...
 
+    def backup_file(self) -> str:
+        """The file `backup` copies: the SQLite log's own; StoreError for a log kept elsewhere
+        (PostgreSQL is backed up with pg_dump) or in the caller's own URI."""
+        ...
+
+    def same_store(self, other: "Backend") -> bool:
+        """Whether `other` names this very log (however its location is spelled)."""
+        ...
+
 
 def create(location: str | os.PathLike[str], views_path: str | None = None) -> Backend:
     text = os.fspath(location)
     if not text:
         raise StoreError("the database location is empty")
-    if text.startswith(("postgresql://", "postgres://")):
+    if needs_views(text):
         return PostgresBackend.from_url(text, views_path)
     return SqliteBackend.from_path(text, views_path)
+
+
+def needs_views(location: str | os.PathLike[str]) -> bool:
+    """Whether the log at `location` keeps its read models in a file of their own (PostgreSQL)."""
+    return os.fspath(location).startswith(("postgresql://", "postgres://"))

@@ -100,6 +100,14 @@ class PostgresBackend:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
 
+    def backup_file(self) -> str:
+        raise StoreError(f"{self.display} is a PostgreSQL log: back it up with pg_dump (docs/operations.md)")
+
+    def same_store(self, other: object) -> bool:
+        return isinstance(other, PostgresBackend) and other.env["POSTGRES_HOST"] == self.env["POSTGRES_HOST"] and \
+            other.env["POSTGRES_PORT"] == self.env["POSTGRES_PORT"] and \
+            other.env["POSTGRES_DBNAME"] == self.env["POSTGRES_DBNAME"]
+
     def log_access(self, app: Application, views_db: sqlite3.Connection) -> LogAccess:
         # Imported here: the driver loads only for a PostgreSQL log.
         from eventsourcing.postgres import PostgresApplicationRecorder

@@ -44,20 +44,22 @@ class SqliteBackend:
         }
         return cls(path=path, env=env, views_path=views_path or path, display=path)
 
-    def _callers_own(self) -> bool:
+    def callers_own(self) -> bool:
+        """Whether the location is the caller's own `file:` URI or an in-memory name (opened
+        as given, unchecked), not a path turnlog manages."""
         return _callers_own(self.path)
 
     def local_file(self) -> str:
         return self.path
 
     def has_log(self) -> bool:
-        return self._callers_own() or os.path.lexists(self.path)
+        return self.callers_own() or os.path.lexists(self.path)
 
     def writable(self) -> bool:
-        return self._callers_own() or dbfile.writable(self.path)
+        return self.callers_own() or dbfile.writable(self.path)
 
     def prepare(self, *, read_only: bool, create_missing: bool) -> "SqliteBackend":
-        if self._callers_own():
+        if self.callers_own():
             return self
         identity = dbfile.prepare(self.path, read_only=read_only, create_missing=create_missing)
         if not read_only:
@@ -72,6 +74,14 @@ class SqliteBackend:
             return TurnlogApplication(env=self.env)
         except Exception as e:  # the library raises a variety of driver errors on a bad store
             raise StoreError(f"cannot open {self.display}: {e}") from None
+
+    def backup_file(self) -> str:
+        if self.callers_own():
+            raise StoreError(f"{self.display} is not a database file turnlog manages: it cannot be backed up")
+        return self.path
+
+    def same_store(self, other: object) -> bool:
+        return isinstance(other, SqliteBackend) and os.path.realpath(other.path) == os.path.realpath(self.path)
 
     def log_access(self, app: Application, views_db: sqlite3.Connection) -> LogAccess:
         recorder = app.recorder
