@@ -16,6 +16,9 @@ from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
+from .commands.branch import BranchCommands
+from .commands.session_replies import SessionReplies
+from .commands.titles import TitleCommands
 from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
 from .commands.boots import BootCommands, BootReport
@@ -139,7 +142,6 @@ class Turnlog:
         self._inbound = InboundCommands(self._ctx, self._routing)
         self._runner = TurnRunner(self._inbound, self._routing,
                                   TurnParts(self._ctx, self._leases, self._deliveries, self._keeper))
-        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound)
         self._batches = BatchCommands(self._runner)
         self._rotation = RotationCommands(self._ctx, self._routing, self._leases)
         self._gateway_name: str | None = None
@@ -161,6 +163,10 @@ class Turnlog:
         self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
         self._sweep = SweepCommands(self._ctx, self._deliveries, self._views, self._gateways)
         self._forks = ForkCommands(self._ctx)
+        self._titles = TitleCommands(self._ctx, self._views)
+        replies = SessionReplies(self._ctx, self._routing, self._leases, self._views, self._titles,
+                                 BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
+        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies)
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner)
 
     @property

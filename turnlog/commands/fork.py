@@ -20,7 +20,8 @@ class ForkCommands:
         self.ctx = ctx
 
     def fork(self, session_id: str, upto_seq: int, *, at_position: int, route_id: Any = None,
-             actor: str = "cli", cause: str | None = None) -> str:
+             title: str | None = None, actor: str = "cli", cause: str | None = None) -> str:
+        """`title`: the new session's title, recorded with it (the caller picked a free one)."""
         ctx = self.ctx
         source: Session | None = ctx.session(session_id)
         if source is None:
@@ -31,6 +32,8 @@ class ForkCommands:
         fork = Session.new(Session.Created, id=session_aggregate_id(fork_id), at=now, actor=actor, cause=cause,
                            session_id=fork_id, session_key=source.session_key, origin=source.origin, reason="fork",
                            previous_session_id=None, parent_session_id=session_id)
+        if title is not None:
+            fork.retitle(title, at=now, actor=actor, cause=cause)
         copies = [
             MessageAppended(originator_id=transcript_id(fork_id), originator_version=m.originator_version,
                             timestamp=now, session_id=fork_id, role=m.role, content=m.content,

@@ -6,6 +6,7 @@ State machine (each arrow is one event; docs/behaviour.md §3):
     created --suspended--> suspended        (the next routed message gets a new session)
     created --resume_pending_marked--> resume_pending --resume_pending_cleared--> created
     * --ended(reason)--> ended --reopened--> created   (switch_session revives a target)
+    * --titled--> *                         (a title, in any state: domain/titles.py)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Session(TurnlogAggregate):
         resume_marked_at: datetime | None
         ended: bool
         end_reason: str | None
+        title: str | None
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:SessionCreated"
@@ -127,6 +129,16 @@ class Session(TurnlogAggregate):
         def apply(self, s: "Session") -> None:
             s._live(self.session_key, self.timestamp)
 
+    class Titled(TurnlogAggregate.Event):
+        """The session's title set (None: cleared); `previous_title` is the one it replaced."""
+
+        TOPIC = "turnlog:SessionTitled"
+        title: str | None
+        previous_title: str | None
+
+        def apply(self, s: "Session") -> None:
+            s.title = self.title
+
     def _live(self, session_key: str, at: datetime) -> None:
         """A new or reopened session: routed under this key, every lifecycle flag cleared."""
         self.session_key = session_key
@@ -139,6 +151,17 @@ class Session(TurnlogAggregate):
         self.ended = False
         self.end_reason = None
         self.children = []
+
+    @property
+    def current_title(self) -> str | None:
+        return getattr(self, "title", None)  # sessions recorded before titles existed have none
+
+    def retitle(self, title: str | None, *, at: datetime, actor: str, cause: str) -> bool:
+        """False when the session already has this title (nothing recorded)."""
+        if title == self.current_title:
+            return False
+        self.record(Session.Titled, at=at, actor=actor, cause=cause, title=title, previous_title=self.current_title)
+        return True
 
     def touch(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Session.ActivityTouched, at=at, actor=actor, cause=cause, session_key=session_key)

@@ -62,8 +62,14 @@ class Views:
     def routes(self) -> list[RouteRow]:
         return self._read(routing_views.routes)
 
-    def sessions(self) -> list[SessionRow]:
-        return self._read(routing_views.sessions)
+    def sessions(self, title: str | None = None) -> list[SessionRow]:
+        return self._read(routing_views.sessions, title)
+
+    def titled(self) -> list[tuple[str, str]]:
+        return self._read(routing_views.titled)
+
+    def title_holder(self, title: str) -> str | None:
+        return self._read(routing_views.title_holder, title)
 
     def session(self, session_id: str) -> SessionRow | None:
         return self._read(routing_views.session, session_id)
