@@ -289,7 +289,8 @@ class Turnlog:
         return self._batches.next_due(self.pending_inbound())
 
     def command(self, source: SessionSource, text: str) -> CommandResult:
-        """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""
+        """Handle /new, /reset, /stop, /queue TEXT, /resume ID-OR-TITLE, /title [TEXT], /branch [NAME],
+        /sessions, /usage or /status."""
         return self._slash.handle(source, text)
 
     def queue(self, key: str | SessionSource) -> list[QueueItemRow]:
@@ -409,10 +410,22 @@ class Turnlog:
         self.maintenance.catch_up()
         return self._views.routes()
 
-    def sessions(self) -> list[SessionRow]:
-        """Every session with its flags, in creation order."""
+    def sessions(self, *, title: str | None = None) -> list[SessionRow]:
+        """Every session with its flags, in creation order; with `title`, only those whose title
+        contains it (any case): the search by title."""
         self.maintenance.catch_up()
-        return self._views.sessions()
+        return self._views.sessions(title)
+
+    def title(self, key_or_session: str | SessionSource) -> str | None:
+        """The session's title (None: it has none); a routing key names its current session."""
+        return self._titles.title(self._session_id(key_or_session))
+
+    def set_title(self, key_or_session: str | SessionSource, text: str | None, *, actor: str = "api",
+                  cause: str = "api:title") -> str | None:
+        """Title a session (SessionTitled; empty text clears it) and return the title as stored:
+        control and invisible characters dropped, whitespace collapsed. InvalidRequest when it
+        is over 100 characters or another session holds it (a title names one session)."""
+        return self._titles.set_title(self._session_id(key_or_session), text, actor=actor, cause=cause)
 
     def session(self, key_or_session: str | SessionSource) -> SessionRow:
         """A session's row: its flags, times and lineage. Given a routing key (a key string, a
