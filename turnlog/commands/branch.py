@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ..domain.route import Route
 from ..domain.source import SessionSource
+from ..domain.titles import clean_title
+from ..errors import InvalidRequest
 from .context import CommandContext
 from .fork import ForkCommands
 from .lease import LeaseCommands
@@ -45,7 +47,11 @@ class BranchCommands:
         if busy(self.turns, parent):
             return BUSY, None
         parent_title = self.titles.title(parent)
-        title = self.titles.next_title(name or parent_title or DEFAULT_BRANCH_TITLE)
+        try:
+            wanted = clean_title(name)
+        except InvalidRequest as refused:
+            return f"⚠️ {refused}", None
+        title = self.titles.next_title(wanted or parent_title or DEFAULT_BRANCH_TITLE)
         branch_id = self.forks.fork(parent, copied[-1].originator_version, at_position=0, route_id=rk.route_id,
                                     title=title, actor=actor, cause=cause)
         users = sum(1 for m in copied if m.role == "user")

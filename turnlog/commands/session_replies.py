@@ -10,6 +10,7 @@ from ..domain.lease import TurnLease
 from ..domain.ownership import bound_session_ids, started_by
 from ..domain.route import Route
 from ..domain.source import SessionSource
+from ..domain.titles import clean_title
 from ..errors import InvalidRequest
 from ..projections.routing_views import SessionRow
 from ..projections.usage import usage_of
@@ -96,11 +97,11 @@ class SessionReplies:
             return f"Session: {session_id}\nNo title set. Usage: /title <name>", session_id, False
         before = self.titles.title(session_id)
         try:
+            if clean_title(text) is None:  # in a chat, an empty title is a mistake, not a clearing
+                return "Title is empty after cleanup: use printable characters.", session_id, False
             title = self.titles.set_title(session_id, text, actor=actor, cause=cause)
         except InvalidRequest as refused:
             return f"⚠️ {refused}", session_id, False
-        if title is None:
-            return "Title is empty after cleanup: use printable characters.", session_id, False
         return f"Session title set: {title}", session_id, title != before
 
     # -- /sessions -------------------------------------------------------------------------
