@@ -508,8 +508,9 @@ class Turnlog:
         def known() -> dict[str, str]:
             self.maintenance.catch_up()  # a killed earlier run's sessions count as imported
             return {r.session_id: r.created_reason for r in self._views.sessions()}
-        return HermesImporter(self._ctx, known).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
-                                                    progress=progress, batch_messages=batch_messages, force=force)
+        importer = HermesImporter(self._ctx, known, self._titles.holder)
+        return importer.run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
+                            progress=progress, batch_messages=batch_messages, force=force)
 
     def export_hermes(self, out_home: str | os.PathLike[str], *, force: bool = False) -> ExportReport:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home (`force`:

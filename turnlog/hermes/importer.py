@@ -33,6 +33,7 @@ from ..errors import InvalidRequest
 from . import cells
 from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, json_value, lid_aliases, read_home
 from .owed import import_owed_replies
+from .titles import import_title
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
 BATCH_MESSAGES = 10_000  # messages per transaction: big enough to be fast (each commit syncs), small enough to resume
@@ -94,9 +95,11 @@ class HermesImporter:
     judge: a session created meanwhile makes the batch's save conflict, and the batch is then
     decided again session by session from the log."""
 
-    def __init__(self, ctx: CommandContext, known: Callable[[], dict[str, str]] = dict) -> None:
+    def __init__(self, ctx: CommandContext, known: Callable[[], dict[str, str]] = dict,
+                 title_holder: Callable[[str], str | None] = lambda title: None) -> None:
         self.ctx = ctx
         self.known = known
+        self.title_holder = title_holder  # which session of the log holds a title (titles.py)
 
     def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
             progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES,
@@ -302,6 +305,7 @@ class HermesImporter:
                               origin=origin, reason=IMPORT_REASON, previous_session_id=None,
                               parent_session_id=row.get("parent_session_id"), **say)
         items: list[Any] = [session]
+        import_title(session, row, self.title_holder, report.skipped, say)
         started = cells.epoch(row.get("started_at"), "started_at", [])
         runs, appended, extras = self._messages(session_id, messages, now, cause, report,
                                                 started if started is not None else now.timestamp())
