@@ -162,8 +162,8 @@ class Turnlog:
         self._recovery = RecoveryCommands(self._ctx, self._leases, self._deliveries, self._views, self._gateways)
         self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
         self._sweep = SweepCommands(self._ctx, self._deliveries, self._views, self._gateways)
-        self._forks = ForkCommands(self._ctx)
         self._titles = TitleCommands(self._ctx, self._views)
+        self._forks = ForkCommands(self._ctx, self._titles)
         replies = SessionReplies(self._ctx, self._routing, self._leases, self._views, self._titles,
                                  BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
         self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies)
@@ -508,7 +508,7 @@ class Turnlog:
         def known() -> dict[str, str]:
             self.maintenance.catch_up()  # a killed earlier run's sessions count as imported
             return {r.session_id: r.created_reason for r in self._views.sessions()}
-        importer = HermesImporter(self._ctx, known, self._titles.holder)
+        importer = HermesImporter(self._ctx, self._titles, known)
         return importer.run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
                             progress=progress, batch_messages=batch_messages, force=force)
 

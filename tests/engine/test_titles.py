@@ -126,3 +126,30 @@ def test_the_title_survives_a_rebuild_of_the_read_models(t):
     t.maintenance.rebuild(["sessions"])
 
     assert t.session(session_id).title == "kept"
+
+
+def test_two_gateways_giving_one_title_at_once_end_with_one_holder(t, other):
+    import threading
+
+    alices, bobs = talk(t, alice()), talk(other, BOB)
+    for n in range(10):
+        title = f"race {n}"
+        start = threading.Barrier(2)
+        results: dict[str, object] = {}
+
+        def give(engine, session_id):
+            start.wait()
+            try:
+                results[session_id] = engine.set_title(session_id, title)
+            except InvalidRequest as refused:
+                results[session_id] = refused
+
+        threads = [threading.Thread(target=give, args=(t, alices)), threading.Thread(target=give, args=(other, bobs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        winners = [sid for sid, r in results.items() if r == title]
+        assert len(winners) == 1, results
+        assert [r.session_id for r in t.sessions(title=title)] == winners

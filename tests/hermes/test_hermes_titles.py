@@ -53,7 +53,8 @@ def test_a_title_the_log_already_holds_is_reported_not_imported(tmp_path):
 
         assert t.title(mine) == "Kyoto trip planning" and t.title(KYOTO) is None
         assert {"what": f"title of session {KYOTO}",
-                "reason": "another session of this log holds it: kept in the import record"} in report.skipped
+                "reason": "Title 'Kyoto trip planning' is already in use by another session: kept in the import record"} \
+            in report.skipped
 
 
 def test_export_writes_the_logs_titles_back(tmp_path):

@@ -20,6 +20,7 @@ from eventsourcing.persistence import IntegrityError
 from ..gc_pause import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
 from ..commands.lease import lease_id
+from ..commands.titles import TitleCommands
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
                                hermes_record_id, import_cause)
 from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
@@ -95,11 +96,10 @@ class HermesImporter:
     judge: a session created meanwhile makes the batch's save conflict, and the batch is then
     decided again session by session from the log."""
 
-    def __init__(self, ctx: CommandContext, known: Callable[[], dict[str, str]] = dict,
-                 title_holder: Callable[[str], str | None] = lambda title: None) -> None:
+    def __init__(self, ctx: CommandContext, titles: TitleCommands, known: Callable[[], dict[str, str]] = dict) -> None:
         self.ctx = ctx
+        self.titles = titles  # sessions.title becomes SessionTitled and the title's claim (titles.py)
         self.known = known
-        self.title_holder = title_holder  # which session of the log holds a title (titles.py)
 
     def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
             progress: Progress | None = None, batch_messages: int = BATCH_MESSAGES,
@@ -304,8 +304,7 @@ class HermesImporter:
                               session_key=routes[0][0].key if routes else row.get("session_key") or "",
                               origin=origin, reason=IMPORT_REASON, previous_session_id=None,
                               parent_session_id=row.get("parent_session_id"), **say)
-        items: list[Any] = [session]
-        import_title(session, row, self.title_holder, report.skipped, say)
+        items: list[Any] = [session, *import_title(self.titles, session, row, report.skipped, say)]
         started = cells.epoch(row.get("started_at"), "started_at", [])
         runs, appended, extras = self._messages(session_id, messages, now, cause, report,
                                                 started if started is not None else now.timestamp())

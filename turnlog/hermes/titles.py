@@ -9,9 +9,10 @@ titled session now holds it (state.db's unique index on sessions.title).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..commands.context import session_aggregate_id
+from ..commands.titles import TitleCommands
 from ..domain.imported import HermesSessionImported
 from ..domain.session import Session
 from ..domain.titles import clean_title
@@ -23,21 +24,16 @@ if TYPE_CHECKING:
 TITLED = "turnlog:SessionTitled"
 
 
-def import_title(session: Session, row: dict[str, Any], holder: Callable[[str], str | None],
-                 skipped: list[dict[str, str]], say: dict[str, Any]) -> None:
+def import_title(titles: TitleCommands, session: Session, row: dict[str, Any], skipped: list[dict[str, str]],
+                 say: dict[str, Any]) -> list[Any]:
+    """Record the row's title on the imported session; returns the title's claim to save with it."""
+    raw = row.get("title")
     try:
-        title = clean_title(row.get("title") if isinstance(row.get("title"), str) else None)
+        title = clean_title(raw if isinstance(raw, str) else None)
+        return titles.claim(session, title, **say) if title is not None else []
     except InvalidRequest as e:
-        skipped.append({"what": f"title of session {row['id']}", "reason": f"{e}: kept in the import record"})
-        return
-    if title is None:
-        return
-    held_by = holder(title)
-    if held_by is not None and held_by != session.session_id:
-        skipped.append({"what": f"title of session {row['id']}",
-                        "reason": "another session of this log holds it: kept in the import record"})
-        return
-    session.retitle(title, **say)
+        skipped.append({"what": f"title of session {row['id']}", "reason": f"{str(e).rstrip('.')}: kept in the import record"})
+        return []
 
 
 def export_titles(views: "Views", sessions: list[dict[str, Any]],
