@@ -114,3 +114,13 @@ def test_time_travel_before_a_branch_shows_the_old_key_and_diff_names_the_branch
                                      "reason": "fork"}]
     assert changes["sessions"][branch]["session"]["to"]["title"] == "fork one"
     assert changes["sessions"][branch]["messages_added"] == 2
+
+
+def test_a_branch_whose_numbered_title_would_be_too_long_is_refused(t):
+    original = talk(t, alice())
+    t.command(alice(), "/title " + "x" * 100)
+
+    result = t.command(alice(), "/branch")
+
+    assert result.reply == "⚠️ Title too long (103 chars, max 100)" and not result.changed
+    assert current(t, alice()) == original and len(t.sessions()) == 1

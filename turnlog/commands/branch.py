@@ -54,10 +54,13 @@ class BranchCommands:
         base = wanted or parent_title or DEFAULT_BRANCH_TITLE
 
         def step() -> tuple[str, str]:  # again when another writer claimed the title meanwhile
-            title = self.titles.next_title(base)
+            title = clean_title(self.titles.next_title(base)) or base  # a numbered one may be too long
             return title, self.forks.fork(parent, copied[-1].originator_version, at_position=0,
                                           route_id=rk.route_id, title=title, actor=actor, cause=cause)
-        title, branch_id = self.ctx.retrying(step, f"/branch on {rk.key}")
+        try:
+            title, branch_id = self.ctx.retrying(step, f"/branch on {rk.key}")
+        except InvalidRequest as refused:
+            return f"⚠️ {refused}", None
         users = sum(1 for m in copied if m.role == "user")
         back = f"/resume {parent_title}" if parent_title else f"/resume {parent}"
         return (f"Branched into \"{title}\" ({users} user message{'' if users == 1 else 's'} copied)."
