@@ -153,3 +153,19 @@ def test_two_gateways_giving_one_title_at_once_end_with_one_holder(t, other):
         winners = [sid for sid, r in results.items() if r == title]
         assert len(winners) == 1, results
         assert [r.session_id for r in t.sessions(title=title)] == winners
+
+
+def test_a_compression_child_takes_its_ancestors_title_as_hermes_moves_it(t):
+    parent = t.get_or_create_session(alice())
+    t.set_title(parent.session_id, "long chat")
+    token = t.turns.acquire_lease(parent.session_id, parent.session_key)
+    for role in ("user", "assistant", "user", "assistant"):
+        t.turns.append_message(token, role, role)
+    child = t.turns.rotate_session(token, alice()).session_id
+    bobs = talk(t, BOB)
+
+    assert t.set_title(child, "long chat") == "long chat"
+
+    assert (t.title(parent.session_id), t.title(child)) == (None, "long chat")
+    with pytest.raises(InvalidRequest, match="already in use"):
+        t.set_title(bobs, "long chat")  # an unrelated session still may not take it
