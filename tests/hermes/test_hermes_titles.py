@@ -52,9 +52,8 @@ def test_a_title_the_log_already_holds_is_reported_not_imported(tmp_path):
         report = t.import_hermes(HOME)
 
         assert t.title(mine) == "Kyoto trip planning" and t.title(KYOTO) is None
-        assert {"what": f"title of session {KYOTO}",
-                "reason": "Title 'Kyoto trip planning' is already in use by another session: kept in the import record"} \
-            in report.skipped
+        reason = "Title 'Kyoto trip planning' is already in use by another session: kept in the import record"
+        assert {"what": f"title of session {KYOTO}", "reason": reason} in report.skipped
 
 
 def test_export_writes_the_logs_titles_back(tmp_path):

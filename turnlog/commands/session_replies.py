@@ -4,6 +4,7 @@ the recorded usage events, the session's flags and lease); only /title writes (S
 from __future__ import annotations
 
 from datetime import datetime, timezone
+
 from ..clock import parse_aware_time
 from ..domain.compression import estimate_tokens
 from ..domain.lease import TurnLease
@@ -74,8 +75,8 @@ class SessionReplies:
         rk = self.routing.routing_key(source)
         bound = bound_session_ids(self.ctx.app.events.get(rk.route_id))
         self.views.refresh()
-        rows = [r for r in self.views.sessions() if r.session_id in bound or started_by(r.origin, source)]
-        return sorted(rows, key=lambda r: (r.created_at, r.session_id), reverse=True)
+        candidates = self.views.sessions_of(bound, source.platform, source.user_id_alt or source.user_id)
+        return [r for r in candidates if r.session_id in bound or started_by(r.origin, source)]
 
     def find_owned(self, source: SessionSource, title: str) -> str | None:
         """The chat's own session that `title` names (/resume TITLE), or None."""
@@ -117,7 +118,8 @@ class SessionReplies:
             name = f"\"{row.title}\"" if row.title else "(untitled)"
             seen = age((now - parse_aware_time(row.updated_at)).total_seconds())
             mark = " (current)" if row.session_id == current else ""
-            lines.append(f"{i}. {name} · {row.session_id} · {seen} · {_count(self.message_count(row.session_id), 'message')}{mark}")
+            messages = _count(self.message_count(row.session_id), "message")
+            lines.append(f"{i}. {name} · {row.session_id} · {seen} · {messages}{mark}")
         if len(rows) > LISTED:
             lines.append(f"… and {len(rows) - LISTED} older")
         lines.append("Resume one with /resume <title or id>.")

@@ -32,7 +32,8 @@ def import_title(titles: TitleCommands, session: Session, row: dict[str, Any], s
         title = clean_title(raw if isinstance(raw, str) else None)
         return titles.claim(session, title, **say) if title is not None else []
     except InvalidRequest as e:
-        skipped.append({"what": f"title of session {row['id']}", "reason": f"{str(e).rstrip('.')}: kept in the import record"})
+        skipped.append({"what": f"title of session {row['id']}",
+                        "reason": f"{str(e).rstrip('.')}: kept in the import record"})
         return []
 
 

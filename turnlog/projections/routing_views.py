@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -94,6 +94,20 @@ def sessions(db: sqlite3.Connection, title: str | None = None) -> list[SessionRo
         return [_session(r) for r in db.execute(_SESSION_SQL + " ORDER BY s.created_at, s.session_id")]
     return [_session(r) for r in db.execute(
         _SESSION_SQL + " WHERE instr(lower(s.title), lower(?)) > 0 ORDER BY s.created_at, s.session_id", (title,))]
+
+
+def sessions_of(db: sqlite3.Connection, session_ids: Iterable[str], platform: str | None,
+                user: str | None) -> list[SessionRow]:
+    """The sessions named, and those whose origin is `user` on `platform` (its user_id_alt, else
+    its user_id: domain/ownership.started_by, which the caller still applies), newest first."""
+    ids = sorted(set(session_ids))
+    marks = ",".join("?" * len(ids)) or "NULL"
+    started = ("s.platform=? AND coalesce(json_extract(s.origin, '$.user_id_alt'),"
+               " json_extract(s.origin, '$.user_id'))=?" if platform and user else "0")
+    args = [*ids, *((platform, user) if platform and user else ())]
+    return [_session(r) for r in db.execute(
+        _SESSION_SQL + f" WHERE s.session_id IN ({marks}) OR {started} ORDER BY s.created_at DESC, s.session_id DESC",
+        args)]
 
 
 def titled(db: sqlite3.Connection) -> list[tuple[str, str]]:

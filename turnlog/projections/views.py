@@ -65,6 +65,9 @@ class Views:
     def sessions(self, title: str | None = None) -> list[SessionRow]:
         return self._read(routing_views.sessions, title)
 
+    def sessions_of(self, session_ids: Iterable[str], platform: str | None, user: str | None) -> list[SessionRow]:
+        return self._read(routing_views.sessions_of, session_ids, platform, user)
+
     def titled(self) -> list[tuple[str, str]]:
         return self._read(routing_views.titled)
 
