@@ -78,7 +78,7 @@ class SlashCommands:
         if name in ("/queue", "/q"):
             return self.queue(source, arg, actor=actor, cause=cause)
         if name in SESSION_COMMANDS:
-            inbox = self.inbound.inbox(self.routing.routing_key(source))
+            inbox = self.inbound.inbox(self.routing.routing_key(source)) if name == "/status" else None
             return CommandResult(name, *self.sessions.run(name, source, arg, actor=actor, cause=cause,
                                                           queued=len(inbox.pending()) if inbox else 0))
         return self.resume(source, arg, actor=actor, cause=cause)
