@@ -30,7 +30,7 @@ def test_sessions_lists_the_chats_sessions_newest_first(t, clock):
         "Sessions (newest first):",
         f"1. (untitled) · {second} · 5m ago · 4 messages (current)",
         f'2. "first try" · {first} · 3h ago · 2 messages',
-        "Resume one with /resume <title or id>."])
+        "Resume one with /resume <number, title or id>."])
     assert result.session_id == second and not result.changed
 
 
@@ -96,3 +96,17 @@ def test_sessions_lists_at_most_ten(t):
 
     assert len([line for line in lines if line.split(".", 1)[0].isdigit()]) == 10
     assert "… and 3 older" in lines
+
+
+def test_resume_by_number_picks_from_the_sessions_list(t):
+    first = talk(t, alice(), "one")
+    t.command(alice(), "/new")
+    talk(t, alice(), "two")
+
+    listed = t.command(alice(), "/resume")
+    picked = t.command(alice(), "/resume 2")
+
+    assert listed.reply.startswith("Usage: /resume <session id, title or number>\n\nSessions (newest first):\n1. ")
+    assert f"2. (untitled) · {first}" in listed.reply and not listed.changed
+    assert picked.session_id == first and t.session(alice()).session_id == first
+    assert t.command(alice(), "/resume 3").reply == "No session 3."

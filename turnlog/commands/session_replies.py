@@ -78,9 +78,13 @@ class SessionReplies:
         candidates = self.views.sessions_of(bound, source.platform, source.user_id_alt or source.user_id)
         return [r for r in candidates if r.session_id in bound or started_by(r.origin, source)]
 
-    def find_owned(self, source: SessionSource, title: str) -> str | None:
-        """The chat's own session that `title` names (/resume TITLE), or None."""
-        return self.titles.find(title, (r.session_id for r in self.owned(source)))
+    def find_owned(self, source: SessionSource, wanted: str) -> str | None:
+        """The chat's own session that /resume WANTED names, or None: N picks the Nth of the
+        /sessions list (as Hermes' numbered /resume list), anything else is a title."""
+        owned = self.owned(source)
+        if wanted.isdigit() and 1 <= int(wanted) <= min(LISTED, len(owned)):
+            return owned[int(wanted) - 1].session_id
+        return self.titles.find(wanted, (r.session_id for r in owned))
 
     def current(self, source: SessionSource) -> str | None:
         route: Route | None = self.ctx.get(self.routing.routing_key(source).route_id)
@@ -122,7 +126,7 @@ class SessionReplies:
             lines.append(f"{i}. {name} · {row.session_id} · {seen} · {messages}{mark}")
         if len(rows) > LISTED:
             lines.append(f"… and {len(rows) - LISTED} older")
-        lines.append("Resume one with /resume <title or id>.")
+        lines.append("Resume one with /resume <number, title or id>.")
         return "\n".join(lines)
 
     def message_count(self, session_id: str) -> int:

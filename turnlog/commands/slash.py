@@ -150,7 +150,9 @@ class SlashCommands:
 
     def resume(self, source: SessionSource, target: str, *, actor: str, cause: str) -> CommandResult:
         if not target:
-            return CommandResult("/resume", "Usage: /resume <session id or title>", None, False)
+            listing = self.sessions.sessions(source) if self.sessions.owned(source) else ""
+            return CommandResult("/resume", "Usage: /resume <session id, title or number>"
+                                 + (f"\n\n{listing}" if listing else ""), None, False)
         session = self.ctx.session(target)
         titled = self.sessions.find_owned(source, target) if session is None else None
         if titled is not None:  # found among the chat's own sessions only: ownership holds
