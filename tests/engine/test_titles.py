@@ -169,3 +169,11 @@ def test_a_compression_child_takes_its_ancestors_title_as_hermes_moves_it(t):
     assert (t.title(parent.session_id), t.title(child)) == (None, "long chat")
     with pytest.raises(InvalidRequest, match="already in use"):
         t.set_title(bobs, "long chat")  # an unrelated session still may not take it
+
+
+def test_the_hermes_shaped_export_carries_the_title(t):
+    session_id = talk(t, alice())
+    assert t.export(session_id)["title"] is None
+    t.set_title(session_id, "exported")
+
+    assert t.export(session_id)["title"] == "exported"
