@@ -84,3 +84,16 @@ def test_sessions_and_show_print_the_title_and_sessions_filters_by_it(tmp_path):
     assert [r["session_id"] for r in found] == [first]
     assert "title:             Budget review" in shown
     assert "Budget review" in ok("--db", db, "sessions").output
+
+
+def test_showing_a_title_only_reads(tmp_path):
+    db = tmp_path / "t.db"
+    first, _ = two_sessions(str(db))
+    ok("--db", str(db), "title", first, "kept")
+    db.chmod(0o444)
+    try:
+        assert ok("--db", str(db), "title", first).output.splitlines()[-1] == "kept"  # after a staleness note
+        refused = run("--db", str(db), "title", first, "changed")
+        assert refused.exit_code == 1 and "Traceback" not in refused.output
+    finally:
+        db.chmod(0o644)

@@ -10,7 +10,7 @@ from .base import command, engine, visible
 from .output import Output, output_options
 
 
-@command(writes=True)
+@command(writes=True, writes_with=("text", "clear"))
 @click.argument("key_or_session")
 @click.argument("text", required=False)
 @click.option("--clear", is_flag=True, help="Remove the session's title.")
