@@ -18,6 +18,9 @@ from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.delegations import DelegationCommands, StopHook
 from .commands.fork import ForkCommands
+from .commands.branch import BranchCommands
+from .commands.session_replies import SessionReplies
+from .commands.titles import TitleCommands
 from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
 from .commands.boots import BootCommands, BootReport
@@ -152,7 +155,6 @@ class Turnlog:
         self._runner = TurnRunner(self._inbound, self._routing,
                                   TurnParts(self._ctx, self._leases, self._deliveries, self._keeper),
                                   self._delegations)
-        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, self._delegations)
         self._batches = BatchCommands(self._runner)
         self._rotation = RotationCommands(self._ctx, self._routing, self._leases)
         self._gateway_name: str | None = None
@@ -173,7 +175,11 @@ class Turnlog:
         self._recovery = RecoveryCommands(self._ctx, self._leases, self._deliveries, self._views, self._gateways)
         self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
         self._sweep = SweepCommands(self._ctx, self._deliveries, self._views, self._gateways)
-        self._forks = ForkCommands(self._ctx)
+        self._titles = TitleCommands(self._ctx, self._views)
+        self._forks = ForkCommands(self._ctx, self._titles)
+        replies = SessionReplies(self._ctx, self._routing, self._leases, self._views, self._titles,
+                                 BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
+        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies, self._delegations)
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner)
 
     @property
@@ -320,7 +326,8 @@ class Turnlog:
         return self._batches.next_due(self.pending_inbound())
 
     def command(self, source: SessionSource, text: str) -> CommandResult:
-        """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""
+        """Handle /new, /reset, /stop, /queue TEXT, /resume ID-OR-TITLE, /title [TEXT], /branch [NAME],
+        /sessions, /usage or /status."""
         return self._slash.handle(source, text)
 
     # -- background delegations (docs/behaviour.md §8a) -------------------------------------
@@ -468,10 +475,22 @@ class Turnlog:
         self.maintenance.catch_up()
         return self._views.routes()
 
-    def sessions(self) -> list[SessionRow]:
-        """Every session with its flags, in creation order."""
+    def sessions(self, *, title: str | None = None) -> list[SessionRow]:
+        """Every session with its flags, in creation order; with `title`, only those whose title
+        contains it (any case): the search by title."""
         self.maintenance.catch_up()
-        return self._views.sessions()
+        return self._views.sessions(title)
+
+    def title(self, key_or_session: str | SessionSource) -> str | None:
+        """The session's title (None: it has none); a routing key names its current session."""
+        return self._titles.title(self._session_id(key_or_session))
+
+    def set_title(self, key_or_session: str | SessionSource, text: str | None, *, actor: str = "api",
+                  cause: str = "api:title") -> str | None:
+        """Title a session (SessionTitled; empty text clears it) and return the title as stored:
+        control and invisible characters dropped, whitespace collapsed. InvalidRequest when it
+        is over 100 characters or another session holds it (a title names one session)."""
+        return self._titles.set_title(self._session_id(key_or_session), text, actor=actor, cause=cause)
 
     def session(self, key_or_session: str | SessionSource) -> SessionRow:
         """A session's row: its flags, times and lineage. Given a routing key (a key string, a
@@ -554,8 +573,9 @@ class Turnlog:
         def known() -> dict[str, str]:
             self.maintenance.catch_up()  # a killed earlier run's sessions count as imported
             return {r.session_id: r.created_reason for r in self._views.sessions()}
-        return HermesImporter(self._ctx, known).run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
-                                                    progress=progress, batch_messages=batch_messages, force=force)
+        importer = HermesImporter(self._ctx, self._titles, known)
+        return importer.run(os.fspath(hermes_home), profile=profile, dry_run=dry_run,
+                            progress=progress, batch_messages=batch_messages, force=force)
 
     def export_hermes(self, out_home: str | os.PathLike[str], *, force: bool = False) -> ExportReport:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home (`force`:

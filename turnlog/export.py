@@ -52,7 +52,7 @@ def export_session(views: Views, session_id: str) -> dict[str, Any]:
         "end_reason": s["end_reason"],
         "message_count": len(messages),
         "tool_call_count": tool_calls,
-        "title": None,
+        "title": s.get("title"),
         "messages": [
             {"id": m["seq"], "session_id": session_id, "role": m["role"], "content": m["content"],
              "tool_call_id": m["tool_call_id"], "tool_calls": m["tool_calls"], "tool_name": m["name"],

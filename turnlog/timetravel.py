@@ -89,7 +89,8 @@ class AsOf:
         return {"session_id": s.session_id, "session_key": s.session_key, "created_reason": s.created_reason,
                 "parent_session_id": s.parent_session_id, "last_activity": s.last_activity.isoformat(),
                 "suspended": s.suspended, "suspend_reason": s.suspend_reason, "resume_pending": s.resume_pending,
-                "resume_reason": s.resume_reason, "ended": s.ended, "end_reason": s.end_reason}
+                "resume_reason": s.resume_reason, "ended": s.ended, "end_reason": s.end_reason,
+                "title": s.current_title}
 
     def _session_ids(self, session: str | None, key: str | None) -> list[str]:
         if session:

@@ -169,7 +169,7 @@ def test_sessions_json_lists_each_session_with_its_flags(db, lived):
 def test_sessions_table_shows_each_state(db, lived):
     lines = ok("--db", db, "sessions").output.splitlines()
 
-    assert lines[0].split() == ["session_id", "session_key", "state", "created_reason", "updated_at"]
+    assert lines[0].split() == ["session_id", "session_key", "state", "created_reason", "updated_at", "title"]
     states = {line.split()[0]: line.split()[2] for line in lines[1:]}
     assert states == {lived["first"]: "active", lived["second"]: "ended:session_switch"}
 

@@ -42,6 +42,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (WRITES, ["suspend", KEY]),
     (WRITES, ["resume-pending", KEY]),
     (WRITES, ["switch", KEY, "{sid}"]),
+    (READS, ["title", "{sid}"]),
+    (WRITES, ["title", "{sid}", "hostile input"]),
     (READS, ["export-routing"]),
     (READS, ["export", KEY]),
     (WRITES, ["fork", "{sid}", "--at", "#3"]),

@@ -23,6 +23,8 @@ METHODS = {
     "delegations", "finish_delegation", "start_delegation",
     # what a warm agent cache watches: the history's version, the session operations
     "on_session_change", "session_version",
+    "clear_resume_pending", "get_or_create_session", "mark_resume_pending", "routing_key", "set_title", "suspend",
+    "switch_session", "title",
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",

@@ -17,11 +17,13 @@ from . import core
 from . import delegations
 from . import hermes
 from . import projections
+from . import titles
 from . import web
 from .base import main
 
 FAMILIES = (
     core,
+    titles,
     delegations,
     audit,
     projections,

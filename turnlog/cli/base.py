@@ -34,15 +34,17 @@ def write_output(text: str, output: str, *, force: bool = False) -> None:
 class TurnlogCommand(click.Command):
     """A subcommand, which declares how it opens the database (see cli/opening.py): `writes` (it
     records events or repairs read models, and may create the database), `dry_run_reads` (with
-    --dry-run it only reads), `empty_when_missing` (a dry run against a database not made yet
-    compares with an empty log). A usage mistake found by the library (InvalidRequest) prints this
+    --dry-run it only reads), `writes_with` (it only reads unless one of these parameters is
+    given), `empty_when_missing` (a dry run against a database not made yet compares with an
+    empty log). A usage mistake found by the library (InvalidRequest) prints this
     command's usage."""
 
     def __init__(self, *args: Any, writes: bool = False, dry_run_reads: bool = False,
-                 empty_when_missing: bool = False, **kwargs: Any) -> None:
+                 writes_with: tuple[str, ...] = (), empty_when_missing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.writes = writes
         self.dry_run_reads = dry_run_reads
+        self.writes_with = writes_with
         self.empty_when_missing = empty_when_missing
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -53,11 +55,11 @@ class TurnlogCommand(click.Command):
 
 
 def command(name: str | None = None, *, writes: bool = False, dry_run_reads: bool = False,
-            empty_when_missing: bool = False, **attrs: Any) -> Any:
+            writes_with: tuple[str, ...] = (), empty_when_missing: bool = False, **attrs: Any) -> Any:
     """`@click.command` making a TurnlogCommand; a module lists its commands in COMMANDS and
     turnlog/cli/__init__.py registers every module's list on `main`."""
     return click.command(name, cls=TurnlogCommand, writes=writes, dry_run_reads=dry_run_reads,
-                         empty_when_missing=empty_when_missing, **attrs)
+                         writes_with=writes_with, empty_when_missing=empty_when_missing, **attrs)
 
 
 def _db_after_subcommand(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

@@ -85,17 +85,18 @@ def route(ctx: click.Context, force_new: bool, out: Output, **options: Any) -> N
 
 
 @command()
+@click.option("--title", "title", default=None, help="Only sessions whose title contains this text (any case).")
 @limit_option
 @output_options
 @click.pass_context
-def sessions(ctx: click.Context, out: Output, limit: int | None) -> None:
-    """List every session with its flags."""
-    rows = [s.to_dict() for s in engine(ctx).sessions()[:limit]]
+def sessions(ctx: click.Context, title: str | None, out: Output, limit: int | None) -> None:
+    """List every session with its flags and title."""
+    rows = [s.to_dict() for s in engine(ctx).sessions(title=title)[:limit]]
 
     def prepare(rows: list[dict[str, Any]]) -> None:
         for r in rows:
             r["state"] = _state(r)
-    out.rows(rows, ["session_id", "session_key", "state", "created_reason", "updated_at"], prepare)
+    out.rows(rows, ["session_id", "session_key", "state", "created_reason", "updated_at", "title"], prepare)
 
 
 def _state(row: dict[str, Any]) -> str:
@@ -192,7 +193,8 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
             "messages": t.transcript(session.session_id)}
 
     def text() -> None:
-        for name in ("session_id", "session_key", "created_at", "updated_at", "created_reason", "parent_session_id"):
+        for name in ("session_id", "title", "session_key", "created_at", "updated_at", "created_reason",
+                     "parent_session_id"):
             out.line(f"{name + ':':<19}{cell(data.get(name))}")
         out.line(f"{'state:':<19}{_state(data)}")
         lease = data["lease"]

@@ -24,9 +24,13 @@ READ_LOCK_WAIT_S = 2.0
 
 def writes(ctx: click.Context) -> bool:
     """What the command declares (cli/base.py TurnlogCommand); a dry run of a command that
-    declares `dry_run_reads` only reads."""
+    declares `dry_run_reads` only reads, as does one that declares `writes_with` given none of
+    those parameters."""
     command = ctx.command
     if getattr(command, "dry_run_reads", False) and ctx.params.get("dry_run"):
+        return False
+    writes_with = getattr(command, "writes_with", ())
+    if writes_with and not any(ctx.params.get(name) for name in writes_with):
         return False
     return bool(getattr(command, "writes", False))
 

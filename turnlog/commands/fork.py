@@ -13,14 +13,17 @@ from ..domain.transcript import MessageAppended, read_transcript, transcript_id
 from ..errors import NotFound
 from .context import CommandContext, session_aggregate_id
 from .lease import lease_id
+from .titles import TitleCommands
 
 
 class ForkCommands:
-    def __init__(self, ctx: CommandContext) -> None:
+    def __init__(self, ctx: CommandContext, titles: TitleCommands) -> None:
         self.ctx = ctx
+        self.titles = titles
 
     def fork(self, session_id: str, upto_seq: int, *, at_position: int, route_id: Any = None,
-             actor: str = "cli", cause: str | None = None) -> str:
+             title: str | None = None, actor: str = "cli", cause: str | None = None) -> str:
+        """`title`: the new session's title, claimed with it (InvalidRequest when another holds it)."""
         ctx = self.ctx
         source: Session | None = ctx.session(session_id)
         if source is None:
@@ -31,6 +34,7 @@ class ForkCommands:
         fork = Session.new(Session.Created, id=session_aggregate_id(fork_id), at=now, actor=actor, cause=cause,
                            session_id=fork_id, session_key=source.session_key, origin=source.origin, reason="fork",
                            previous_session_id=None, parent_session_id=session_id)
+        claims = self.titles.claim(fork, title, actor=actor, cause=cause) if title is not None else []
         copies = [
             MessageAppended(originator_id=transcript_id(fork_id), originator_version=m.originator_version,
                             timestamp=now, session_id=fork_id, role=m.role, content=m.content,
@@ -43,7 +47,7 @@ class ForkCommands:
         lease = TurnLease.new(TurnLease.Created, id=lease_id(fork_id), at=now, actor=actor, cause=cause,
                               session_id=fork_id)
         lease.seed(len(copies), at=now, actor=actor, cause=cause)
-        items: list[Any] = [fork, lease, *copies]
+        items: list[Any] = [fork, *claims, lease, *copies]
         if route_id is not None:
             route: Route | None = ctx.get(route_id)
             if route is None:

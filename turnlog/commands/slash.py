@@ -25,6 +25,7 @@ from .delegations import DelegationCommands
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
 from .lease import LeaseCommands
+from .session_replies import NAMES as SESSION_COMMANDS, SessionReplies
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
 
@@ -51,13 +52,15 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return (name, rest.strip())
 
 
-COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
+COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", *SESSION_COMMANDS)
 
 
 class SlashCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
-                 inbound: InboundCommands, delegations: DelegationCommands | None = None) -> None:
+                 inbound: InboundCommands, sessions: SessionReplies,
+                 delegations: DelegationCommands | None = None) -> None:
         self.ctx = ctx
+        self.sessions = sessions  # /title /branch /sessions /usage /status, and /resume by title
         self.routing = routing
         self.turns = turns
         self.inbound = inbound
@@ -79,6 +82,10 @@ class SlashCommands:
             return self.stop(source, actor=actor, cause=cause)
         if name in ("/queue", "/q"):
             return self.queue(source, arg, actor=actor, cause=cause)
+        if name in SESSION_COMMANDS:
+            inbox = self.inbound.inbox(self.routing.routing_key(source)) if name == "/status" else None
+            return CommandResult(name, *self.sessions.run(name, source, arg, actor=actor, cause=cause,
+                                                          queued=len(inbox.pending()) if inbox else 0))
         return self.resume(source, arg, actor=actor, cause=cause)
 
     def reset(self, source: SessionSource, name: str, *, actor: str, cause: str) -> CommandResult:
@@ -159,14 +166,24 @@ class SlashCommands:
 
     def resume(self, source: SessionSource, target: str, *, actor: str, cause: str) -> CommandResult:
         if not target:
-            return CommandResult("/resume", "Usage: /resume <session id>", None, False)
+            listing = self.sessions.sessions(source) if self.sessions.owned(source) else ""
+            return CommandResult("/resume", "Usage: /resume <session id, title or number>"
+                                 + (f"\n\n{listing}" if listing else ""), None, False)
         session = self.ctx.session(target)
+        titled = self.sessions.find_owned(source, target) if session is None else None
+        if titled is not None:  # found among the chat's own sessions only: ownership holds
+            return self.switch_to(source, titled, actor=actor, cause=cause, named=target)
         if session is None:
             # Checked before routing: on a key never routed, an unknown id must not create a session.
             return CommandResult("/resume", f"No session {target}.", None, False)
         rk = self.routing.routing_key(source)
         if not started_by(session.origin, source) and not self.routing.has_owned(rk.route_id, target):
             return self.refuse_resume(source, rk, target, actor=actor, cause=cause)
+        return self.switch_to(source, target, actor=actor, cause=cause)
+
+    def switch_to(self, source: SessionSource, target: str, *, actor: str, cause: str,
+                  named: str | None = None) -> CommandResult:
+        rk = self.routing.routing_key(source)
         try:
             result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)
         except NotFound:
@@ -176,7 +193,8 @@ class SlashCommands:
             self.routing.get_or_create_session(source, actor=actor, cause=cause)
             result = self.routing.switch_session(rk.route_id, target, actor=actor, cause=cause)
         assert result is not None
-        return CommandResult("/resume", f"Resumed session {target}.", target, result.reason is not None)
+        label = f"{target} (\"{named}\")" if named else target
+        return CommandResult("/resume", f"Resumed session {label}.", target, result.reason is not None)
 
     def refuse_resume(self, source: SessionSource, rk: Any, target: str, *, actor: str, cause: str) -> CommandResult:
         """A chat may only take back its own sessions: anything else is refused and audited on its route.

@@ -9,6 +9,7 @@ State machine (each arrow is one event; docs/behaviour.md §3):
 
 Edits of the agent's history (/undo, /retry, in-place compaction) are events of the session too,
 kept in `edit_records` and read through `history_edits` (domain/history.py holds their rules).
+    * --titled--> *                         (a title, in any state: domain/titles.py)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Session(TurnlogAggregate):
         ended: bool
         end_reason: str | None
         edit_records: list[dict[str, Any]]
+        title: str | None
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:SessionCreated"
@@ -188,6 +190,15 @@ class Session(TurnlogAggregate):
                                  summary=tuple(r.get("summary") or ()), focus=r.get("focus"),
                                  model=r.get("model"))
                      for r in self.edit_records)
+    class Titled(TurnlogAggregate.Event):
+        """The session's title set (None: cleared); `previous_title` is the one it replaced."""
+
+        TOPIC = "turnlog:SessionTitled"
+        title: str | None
+        previous_title: str | None
+
+        def apply(self, s: "Session") -> None:
+            s.title = self.title
 
     def _live(self, session_key: str, at: datetime) -> None:
         """A new or reopened session: routed under this key, every lifecycle flag cleared."""
@@ -201,6 +212,17 @@ class Session(TurnlogAggregate):
         self.ended = False
         self.end_reason = None
         self.children = []
+
+    @property
+    def current_title(self) -> str | None:
+        return getattr(self, "title", None)  # sessions recorded before titles existed have none
+
+    def retitle(self, title: str | None, *, at: datetime, actor: str, cause: str) -> bool:
+        """False when the session already has this title (nothing recorded)."""
+        if title == self.current_title:
+            return False
+        self.record(Session.Titled, at=at, actor=actor, cause=cause, title=title, previous_title=self.current_title)
+        return True
 
     def touch(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Session.ActivityTouched, at=at, actor=actor, cause=cause, session_key=session_key)

@@ -30,6 +30,7 @@ from ..export import epoch_seconds
 from . import history_rows
 from .formats import LID_DIRS
 from .schema import SCHEMA_SQL, SCHEMA_VERSION
+from .titles import export_titles
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -239,10 +240,12 @@ def _write_sessions(views: "Views", db: sqlite3.Connection, sessions: list[dict[
              for i in (*r.message_ids, *(row["id"] for row in (*r.inactive_rows, *r.marker_rows)))}
     next_id = max(taken, default=0) + 1
     used: set[int] = set()
+    titles = export_titles(views, sessions, records)
     for s in sessions:
         session_id = s["session_id"]
         record = records.get(session_id)
         row = dict(record.row) if record is not None else _native_row(s)
+        row["title"] = titles[session_id]
         if s["end_reason"] and not (record is not None and row.get("end_reason")):
             row["end_reason"] = s["end_reason"]
             row["ended_at"] = epoch_seconds(s["ended_at"])

@@ -21,6 +21,7 @@ from ..gc_pause import cyclic_gc_paused
 from ..commands.context import CommandContext, session_aggregate_id
 from ..commands.lease import lease_id
 from ..domain.history import COMPACTED as COMPACTED_FATE, UNDONE
+from ..commands.titles import TitleCommands
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
                                hermes_record_id, import_cause)
 from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
@@ -35,6 +36,7 @@ from . import cells
 from .formats import MESSAGE_COLUMNS, MESSAGE_DEFAULTS, HermesHome, json_value, lid_aliases, read_home
 from .history_import import edited_history, row_fate
 from .owed import import_owed_replies
+from .titles import import_title
 
 IMPORT_REASON = "hermes_import"  # why the session and its route exist in this log
 BATCH_MESSAGES = 10_000  # messages per transaction: big enough to be fast (each commit syncs), small enough to resume
@@ -99,8 +101,9 @@ class HermesImporter:
     judge: a session created meanwhile makes the batch's save conflict, and the batch is then
     decided again session by session from the log."""
 
-    def __init__(self, ctx: CommandContext, known: Callable[[], dict[str, str]] = dict) -> None:
+    def __init__(self, ctx: CommandContext, titles: TitleCommands, known: Callable[[], dict[str, str]] = dict) -> None:
         self.ctx = ctx
+        self.titles = titles  # sessions.title becomes SessionTitled and the title's claim (titles.py)
         self.known = known
 
     def run(self, hermes_home: str, *, profile: str | None = None, dry_run: bool = False,
@@ -307,7 +310,7 @@ class HermesImporter:
                               session_key=routes[0][0].key if routes else row.get("session_key") or "",
                               origin=origin, reason=IMPORT_REASON, previous_session_id=None,
                               parent_session_id=row.get("parent_session_id"), **say)
-        items: list[Any] = [session]
+        items: list[Any] = [session, *import_title(self.titles, session, row, report.skipped, say)]
         started = cells.epoch(row.get("started_at"), "started_at", [])
         runs, appended, extras, fates = self._messages(session_id, messages, now, cause, report,
                                                        started if started is not None else now.timestamp())

@@ -92,16 +92,18 @@ _SESSION_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = 
     "turnlog:SessionEnded": lambda row, e: row.update(ended_at=e["timestamp"], end_reason=e["reason"]),
     "turnlog:SessionReopened": _reopened,
     "turnlog:ActivityTouched": lambda row, e: row.update(updated_at=e["timestamp"]),
+    "turnlog:SessionTitled": lambda row, e: row.update(title=e["title"]),
 }
 
 _SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "chat_type", "display_name", "origin",
                     "created_at", "updated_at", "created_reason", "previous_session_id", "parent_session_id",
                     "suspended", "suspend_reason", "resume_pending", "resume_reason", "resume_marked_at",
-                    "ended_at", "end_reason", "position")
+                    "ended_at", "end_reason", "title", "position")
 
 
 class SessionsProjection:
     name = "sessions"
+    version = 2  # 2: the title (SessionTitled)
     weight = 0.5  # rebuild cost relative to the others (parallel.py): its topics are read for the timeline
     tables = ("sessions",)
     topics = ("turnlog:SessionCreated", *_SESSION_CHANGES)
@@ -128,11 +130,13 @@ class SessionsProjection:
                 resume_marked_at TEXT,
                 ended_at TEXT,
                 end_reason TEXT,
+                title TEXT,
                 position INTEGER NOT NULL)"""
         )
 
     def create_indexes(self, t: Tables) -> None:
         t.execute("CREATE INDEX IF NOT EXISTS sessions_by_key ON {sessions} (session_key)")
+        t.execute("CREATE INDEX IF NOT EXISTS sessions_by_title ON {sessions} (title) WHERE title IS NOT NULL")
 
     def writer(self, t: Tables) -> "_SessionsWriter":
         return _SessionsWriter(t)

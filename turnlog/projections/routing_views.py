@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import orjson
 
@@ -33,7 +33,8 @@ class RouteRow(TypedRow):
 @dataclass(frozen=True)
 class SessionRow(TypedRow):
     """A session: its key, flags (suspended, resume_pending, ended), times and lineage (the
-    session it replaced, the one it was compressed from); `routed` is whether a key points at it."""
+    session it replaced, the one it was compressed from); `routed` is whether a key points at it;
+    `title` its title (/title, /branch), None when it has none."""
     session_id: str
     session_key: str
     platform: str | None
@@ -53,6 +54,7 @@ class SessionRow(TypedRow):
     ended_at: str | None
     end_reason: str | None
     routed: bool
+    title: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,16 +80,45 @@ _SESSION_SQL = (
     "SELECT s.session_id, s.session_key, s.platform, s.chat_type, s.display_name, s.origin, s.created_at,"
     " s.updated_at, s.created_reason, s.previous_session_id, s.parent_session_id, s.suspended,"
     " s.suspend_reason, s.resume_pending, s.resume_reason, s.resume_marked_at, s.ended_at, s.end_reason,"
-    " EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) AS routed FROM sessions s")
+    " EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) AS routed, s.title FROM sessions s")
 
 
 def _session(r: tuple[Any, ...]) -> SessionRow:
     return SessionRow(*r[:5], _origin(r[5]), *r[6:11], bool(r[11]), r[12], bool(r[13]),  # type: ignore[call-arg, misc]
-                      *r[14:18], bool(r[18]))
+                      *r[14:18], bool(r[18]), r[19])
 
 
-def sessions(db: sqlite3.Connection) -> list[SessionRow]:
-    return [_session(r) for r in db.execute(_SESSION_SQL + " ORDER BY s.created_at, s.session_id")]
+def sessions(db: sqlite3.Connection, title: str | None = None) -> list[SessionRow]:
+    """Every session in creation order; with `title`, those whose title holds it (any case)."""
+    if title is None:
+        return [_session(r) for r in db.execute(_SESSION_SQL + " ORDER BY s.created_at, s.session_id")]
+    return [_session(r) for r in db.execute(
+        _SESSION_SQL + " WHERE instr(lower(s.title), lower(?)) > 0 ORDER BY s.created_at, s.session_id", (title,))]
+
+
+def sessions_of(db: sqlite3.Connection, session_ids: Iterable[str], platform: str | None,
+                user: str | None) -> list[SessionRow]:
+    """The sessions named, and those whose origin is `user` on `platform` (its user_id_alt, else
+    its user_id: domain/ownership.started_by, which the caller still applies), newest first."""
+    ids = sorted(set(session_ids))
+    marks = ",".join("?" * len(ids)) or "NULL"
+    started = ("s.platform=? AND coalesce(json_extract(s.origin, '$.user_id_alt'),"
+               " json_extract(s.origin, '$.user_id'))=?" if platform and user else "0")
+    args = [*ids, *((platform, user) if platform and user else ())]
+    return [_session(r) for r in db.execute(
+        _SESSION_SQL + f" WHERE s.session_id IN ({marks}) OR {started} ORDER BY s.created_at DESC, s.session_id DESC",
+        args)]
+
+
+def titled(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(session_id, title) of every titled session, newest first."""
+    return [tuple(r) for r in db.execute(  # type: ignore[misc]
+        "SELECT session_id, title FROM sessions WHERE title IS NOT NULL ORDER BY created_at DESC, session_id DESC")]
+
+
+def title_holder(db: sqlite3.Connection, title: str) -> str | None:
+    row = db.execute("SELECT session_id FROM sessions WHERE title=?", (title,)).fetchone()
+    return row[0] if row else None
 
 
 def session(db: sqlite3.Connection, session_id: str) -> SessionRow | None:

@@ -31,6 +31,10 @@ SUMMARIES: dict[str, Summary] = {
     "ChildFinished": lambda d: f"async child {d.get('child_id')} finished",
     "SessionEnded": lambda d: f"session ended ({d.get('reason')})",
     "SessionReopened": lambda d: f"session reopened for {d.get('session_key')}",
+    "SessionTitled": lambda d: f"titled {d.get('title')!r}" if d.get("title") else "title cleared",
+    "TitleClaimed": lambda d: f"title {d.get('title')!r} held by {d.get('session_id')}",
+    "TitleReclaimed": lambda d: f"title now held by {d.get('session_id')}",
+    "TitleReleased": lambda d: f"title given up by {d.get('session_id')}",
     "LeaseOpened": lambda d: "turn lease opened",
     "LeaseAcquired": lambda d: f"lease epoch {d.get('epoch')} acquired by {d.get('owner')}"
     + (f" (taken over from {d['taken_over_from']})" if d.get("taken_over_from") else ""),

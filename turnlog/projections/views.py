@@ -63,8 +63,17 @@ class Views:
     def routes(self) -> list[RouteRow]:
         return self._read(routing_views.routes)
 
-    def sessions(self) -> list[SessionRow]:
-        return self._read(routing_views.sessions)
+    def sessions(self, title: str | None = None) -> list[SessionRow]:
+        return self._read(routing_views.sessions, title)
+
+    def sessions_of(self, session_ids: Iterable[str], platform: str | None, user: str | None) -> list[SessionRow]:
+        return self._read(routing_views.sessions_of, session_ids, platform, user)
+
+    def titled(self) -> list[tuple[str, str]]:
+        return self._read(routing_views.titled)
+
+    def title_holder(self, title: str) -> str | None:
+        return self._read(routing_views.title_holder, title)
 
     def session(self, session_id: str) -> SessionRow | None:
         return self._read(routing_views.session, session_id)

@@ -39,7 +39,7 @@ def _page_number(params: dict[str, str]) -> int:
 
 def sessions(v: Snapshot, params: dict[str, str]) -> Result:
     t = v.t
-    platform, state, key, q = (params.get(n, "").strip() for n in ("platform", "state", "key", "q"))
+    platform, state, key, q, title = (params.get(n, "").strip() for n in ("platform", "state", "key", "q", "title"))
     if state and state not in STATES:
         raise InvalidRequest(f"bad state {state!r} (known: {', '.join(STATES)})")
     page = _page_number(params)
@@ -59,7 +59,10 @@ def sessions(v: Snapshot, params: dict[str, str]) -> Result:
             continue
         if q and s["session_id"] not in hits:
             continue
-        rows.append({"session_id": s["session_id"], "platform": s["platform"], "state": _state(s),
+        if title and title.lower() not in (s.get("title") or "").lower():
+            continue
+        rows.append({"session_id": s["session_id"], "title": s.get("title"), "platform": s["platform"],
+                     "state": _state(s),
                      "session_key": s["session_key"], "routing_keys": keys.get(s["session_id"], []),
                      "created_at": s["created_at"], "created_reason": s["created_reason"],
                      "display_name": s["display_name"],
@@ -70,7 +73,7 @@ def sessions(v: Snapshot, params: dict[str, str]) -> Result:
         rows.sort(key=lambda r: order[r["session_id"]])
     total = len(rows)
     shown = rows[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-    data = {"filters": {"platform": platform, "state": state, "key": key, "q": q}, "page": page,
+    data = {"filters": {"platform": platform, "state": state, "key": key, "q": q, "title": title}, "page": page,
             "page_size": PAGE_SIZE, "total": total, "sessions": shown}
     platforms = sorted({s["platform"] for s in everything if s["platform"]})
     return Result("Sessions", data, _sessions_body(data, platforms))
@@ -87,10 +90,11 @@ def _sessions_body(d: dict[str, Any], platforms: list[str]) -> Markup:
         text(tag("label", Markup(f"platform {_select('platform', f['platform'], platforms)}")))
         + text(tag("label", Markup(f"state {_select('state', f['state'], list(STATES))}")))
         + text(tag("label", Markup("key " + tag("input", name="key", value=f["key"], id="filter-key"))))
+        + text(tag("label", Markup("title " + tag("input", name="title", value=f["title"], id="filter-title"))))
         + text(tag("label", Markup("text " + tag("input", name="q", value=f["q"], id="filter-q",
                                                   placeholder="full-text search (CJK too)"))))
         + tag("button", "filter", type="submit")), method="get", action="/sessions", class_="filters")
-    columns = ["session_id", "platform", "state", "routing_keys", "created_at", "created_reason"]
+    columns = ["session_id", "title", "platform", "state", "routing_keys", "created_at", "created_reason"]
     if f["q"]:
         columns.append("match")
     cells = {"session_id": lambda r: link(session_href(r["session_id"]), r["session_id"], class_="session-link"),
@@ -163,10 +167,9 @@ def _message(m: dict[str, Any]) -> Markup:
 def _session_body(d: dict[str, Any]) -> Markup:
     s = d["session"]
     sid = s["session_id"]
-    facts = table([{k: s[k] for k in ("session_key", "platform", "chat_type", "created_at", "created_reason",
-                                       "suspended", "resume_pending", "ended_at", "end_reason")}],
-                  ["session_key", "platform", "chat_type", "created_at", "created_reason", "suspended",
-                   "resume_pending", "ended_at", "end_reason"], id="facts")
+    shown = ("title", "session_key", "platform", "chat_type", "created_at", "created_reason", "suspended",
+             "resume_pending", "ended_at", "end_reason")
+    facts = table([{k: s.get(k) for k in shown}], list(shown), id="facts")
     u = d["token_usage"]
     usage = tag("p", f"token usage: {u['total']} ({', '.join(f'{r} {n}' for r, n in u['by_role'].items())}); "
                      f"tool calls: {u['tool_calls']}", id="usage")
