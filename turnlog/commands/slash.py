@@ -1,4 +1,5 @@
-"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (docs/behaviour.md §8, §9).
+"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume, /compress
+(docs/behaviour.md §8, §9, §11; /compress in compress_command.py).
 
 /new and /reset follow seed 000 §5: the running turn's lease is revoked (its generation is over,
 so its later writes are refused), conversation-scoped state is cleared and async children are
@@ -19,6 +20,8 @@ from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..errors import NotFound
 from .context import CommandContext
+from .compaction import CompactionCommands
+from .compress_command import compress
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
 from .lease import LeaseCommands
@@ -48,16 +51,17 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return (name, rest.strip())
 
 
-COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
+COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", "/compress")
 
 
 class SlashCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
-                 inbound: InboundCommands) -> None:
+                 inbound: InboundCommands, compaction: CompactionCommands) -> None:
         self.ctx = ctx
         self.routing = routing
         self.turns = turns
         self.inbound = inbound
+        self.compaction = compaction
 
     def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
         parsed = parse_command(text)
@@ -75,6 +79,10 @@ class SlashCommands:
             return self.stop(source, actor=actor, cause=cause)
         if name in ("/queue", "/q"):
             return self.queue(source, arg, actor=actor, cause=cause)
+        if name == "/compress":
+            reply, session_id, changed = compress(self.ctx, self.routing, self.compaction, source, arg,
+                                                  actor=actor, cause=cause)
+            return CommandResult(name, reply, session_id, changed)
         return self.resume(source, arg, actor=actor, cause=cause)
 
     def reset(self, source: SessionSource, name: str, *, actor: str, cause: str) -> CommandResult:
