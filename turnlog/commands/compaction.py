@@ -126,7 +126,7 @@ class CompactionCommands:
     def compact_under(self, token: LeaseToken, *, keep_turns: int = 0, focus: str | None = None,
                       summary: Any = None, cause: str = "compaction") -> Compaction:
         """By the turn holding `token` (hygiene before the agent runs); StaleLease once it moved on."""
-        self.leases.held(token)
+        self._still_held(token)  # from the log: no summary is asked for under a lease already lost
         session_id = token.session_id
         plan = self._plan(session_id, keep_turns, 1)
         messages, model = self._summary(summary, plan, focus)
