@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from eventsourcing.persistence import IntegrityError
 
@@ -168,7 +168,8 @@ class CompactionCommands:
             from_seq, upto_seq, replaced = plan_compaction(history, session.history_edits, keep_turns=keep_turns)
         except HistoryEditError as nothing:
             raise CompactionFailed(str(nothing), nothing_to_do=True) from None
-        return _Plan(history, session.history_edits, from_seq, upto_seq, replaced)
+        # plan_compaction returns entries of `history` itself
+        return _Plan(history, session.history_edits, from_seq, upto_seq, cast(list[MessageAppended], replaced))
 
     def _summary(self, given: Any, plan: _Plan, focus: str | None) -> tuple[tuple[dict[str, Any], ...], str | None]:
         if given is None:
