@@ -46,6 +46,7 @@ def test_compress_replaces_the_history_with_a_summary_that_the_next_responder_se
 
     assert result.changed and result.session_id == sid
     assert result.reply.splitlines() == ["🗜️ Compressed: 6 → 1 messages (6 summarised)", 'Focus: "the budget"',
+                                         "Approx history size: ~18 → ~4 tokens",
                                          "The original messages stay in the log and in search."]
     assert summariser.calls == [(old, "the budget")]
     assert contents(t.turns.agent_history(sid)) == [("user", "the gist of it")]
@@ -171,6 +172,20 @@ def test_a_turn_begun_while_the_summariser_runs_makes_the_compaction_refused(mak
 
     assert result.reply.startswith("⏳") and not result.changed
     assert not [e for e in t.history(sid) if e.event == "TranscriptCompacted"]
+
+
+def test_a_message_routed_while_the_summariser_runs_does_not_spoil_the_compaction(make_turnlog):
+    box = {}
+
+    def summariser(messages, focus):  # the chat goes on: the session is touched, an item waits
+        box["t"].accept(alice("late"), "a message meanwhile")
+        return "gist"
+    t = box["t"] = make_turnlog(config=EngineConfig(summariser=summariser))
+    sid = talk(t, 2)
+    assert t.command(alice(), "/compress").changed
+    seen = {}
+    t.run_next(alice(), lambda history, item: seen.setdefault("history", contents(history)) and "ok", collect([]))
+    assert seen["history"] == [("user", "gist"), ("user", "a message meanwhile")]
 
 
 def test_the_compaction_commits_with_an_instant_hold_of_the_lease(t):
@@ -303,7 +318,9 @@ def test_an_operator_compaction_names_what_it_did(t):
     done = t.compact(alice(), keep_turns=1, focus="names", summary="operator's own summary", actor="ops")
     assert done.to_dict() == {"session_id": sid, "from_seq": 1, "upto_seq": 4, "messages_compacted": 4,
                               "history_before": 6, "history_after": 3, "summary_messages": 1,
-                              "summary_chars": len("operator's own summary"), "kept_turns": 1, "focus": "names",
+                              "summary_chars": len("operator's own summary"), "tokens_before": 18,
+                              "tokens_after": (len("operator's own summary") + 10 + 14 + 3) // 4,
+                              "kept_turns": 1, "focus": "names",
                               "model": None, "position": t.maintenance.log_head()}
     [event] = [e for e in t.history(sid) if e.event == "TranscriptCompacted"]
     assert (event.actor, event.cause) == ("ops", "compact")

@@ -22,6 +22,7 @@ from eventsourcing.persistence import IntegrityError
 
 from ..clock import event_and_lease_time
 from ..config import Summariser
+from ..domain.compression import estimate_tokens
 from ..domain.history import (HistoryEdit, HistoryEditError, fallback_summary, plan_compaction,
                               summary_messages)
 from ..domain.lease import TurnLease
@@ -42,7 +43,8 @@ FAILURE_CHARS = 300
 class Compaction(TypedRow):
     """A recorded compaction: the range `from_seq`..`upto_seq` it covers, how many history
     entries the summary replaced (`messages_compacted`) and the history's length before and after,
-    the summary's size, the turns kept verbatim, the focus and model, and its log position."""
+    the summary's size, a rough token estimate of the history before and after, the turns kept
+    verbatim, the focus and model, and its log position."""
     session_id: str
     from_seq: int
     upto_seq: int
@@ -51,6 +53,8 @@ class Compaction(TypedRow):
     history_after: int
     summary_messages: int
     summary_chars: int
+    tokens_before: int  # rough estimates of the history's size (domain/compression.py estimate_tokens)
+    tokens_after: int
     kept_turns: int
     focus: str | None
     model: str | None
@@ -195,6 +199,9 @@ class CompactionCommands:
     @staticmethod
     def _result(session_id: str, plan: _Plan, messages: tuple[dict[str, Any], ...], model: str | None,
                 focus: str | None, keep_turns: int, position: int) -> Compaction:
-        after = len(plan.history) - len(plan.replaced) + len(messages)
-        return Compaction(session_id, plan.from_seq, plan.upto_seq, len(plan.replaced), len(plan.history), after,
-                          len(messages), sum(len(m["content"]) for m in messages), keep_turns, focus, model, position)
+        kept = plan.history[len(plan.replaced):]
+        tokens_before = estimate_tokens(m.content for m in plan.history)
+        tokens_after = estimate_tokens([*(m["content"] for m in messages), *(m.content for m in kept)])
+        return Compaction(session_id, plan.from_seq, plan.upto_seq, len(plan.replaced), len(plan.history),
+                          len(kept) + len(messages), len(messages), sum(len(m["content"]) for m in messages),
+                          tokens_before, tokens_after, keep_turns, focus, model, position)

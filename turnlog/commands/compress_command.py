@@ -63,5 +63,6 @@ def compressed_reply(done: Compaction) -> str:
              + (f", the last {done.kept_turns} turn(s) kept as they are)" if done.kept_turns else ")")]
     if done.focus:
         lines.append(f'Focus: "{done.focus}"')
+    lines.append(f"Approx history size: ~{done.tokens_before:,} → ~{done.tokens_after:,} tokens")
     lines.append("The original messages stay in the log and in search.")
     return "\n".join(lines)
