@@ -57,6 +57,7 @@ def test_compress_replaces_the_history_with_a_summary_that_the_next_responder_se
     assert event.data["summary"] == [{"role": "user", "content": "the gist of it"}]
     assert event.actor == "telegram:user:42"  # the sender, as for every command
     assert event.cause == "command:/compress"
+    assert event.summary == "history compacted: seqs 1..6 -> a summary (focus 'the budget') by summary-model-1"
 
     seen = {}
 

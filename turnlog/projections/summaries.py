@@ -31,6 +31,9 @@ SUMMARIES: dict[str, Summary] = {
     "ChildFinished": lambda d: f"async child {d.get('child_id')} finished",
     "SessionEnded": lambda d: f"session ended ({d.get('reason')})",
     "SessionReopened": lambda d: f"session reopened for {d.get('session_key')}",
+    "TranscriptCompacted": lambda d: f"history compacted: seqs {d.get('from_seq')}..{d.get('upto_seq')} -> a summary"
+    + (f" (focus {_short(d['focus'], 32)!r})" if d.get("focus") else "")
+    + (f" by {d['model']}" if d.get("model") else ""),
     "LeaseOpened": lambda d: "turn lease opened",
     "LeaseAcquired": lambda d: f"lease epoch {d.get('epoch')} acquired by {d.get('owner')}"
     + (f" (taken over from {d['taken_over_from']})" if d.get("taken_over_from") else ""),
