@@ -184,6 +184,11 @@ class AsyncTurnlog:
         return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.compact),
                               key_or_session, **options)
 
+    async def compress(self, token: Any, source: SessionSource, **options: Any) -> Any:
+        """Turnlog.turns.compress (pre-turn hygiene); an async summariser is awaited on this loop."""
+        return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.turns.compress),
+                              token, source, **options)
+
     def _awaiting_here(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., T]) -> Callable[..., T]:
         """`fn` for a worker thread, with a gateway callback's coroutine awaited on `loop`."""
         def awaiter(awaitable: Awaitable[Any]) -> Any:

@@ -248,6 +248,28 @@ def test_an_async_summariser_is_awaited_on_the_asyncio_apis_loop(make_turnlog):
     assert event.data["model"] == "async-model"
 
 
+def test_hygiene_through_the_asyncio_api_awaits_the_summariser_on_its_loop(make_turnlog):
+    loops = []
+
+    async def summariser(messages, focus):
+        loops.append(asyncio.get_running_loop())
+        return "hygiene gist"
+    t = make_turnlog(config=EngineConfig(summariser=summariser))
+    sid = talk(t, 3)
+
+    async def main():
+        at = AsyncTurnlog(t)
+        token = await at.run(t.turns.acquire_lease, sid, t.routing_key(alice()))
+        assert await at.compress(token, alice()) == token
+        await at.run(t.turns.release_lease, token)
+        return asyncio.get_running_loop()
+    loop = asyncio.run(main())
+
+    assert loops == [loop]
+    assert contents(t.turns.agent_history(sid)) == [("user", "hygiene gist"), ("user", "question 2"),
+                                                    ("assistant", "re: question 2")]
+
+
 def collect_async(sent):
     async def send(text):
         sent.append(text)
