@@ -92,3 +92,19 @@ def test_compact_is_refused_while_a_turn_holds_the_lease(tmp_path):
         assert len(result.output.splitlines()) == 1
         t.turns.release_lease(token)
     assert invoke("--db", db, "compact", session_id).exit_code == 0
+
+
+def test_diff_across_a_compaction_names_it(tmp_path):
+    db = str(tmp_path / "c.db")
+    session_id = chat(db, 2)
+    with Turnlog(db) as t:
+        before = t.maintenance.log_head()
+    assert invoke("--db", db, "compact", session_id, "--focus", "names").exit_code == 0
+    after = f"#{before + 3}"
+
+    result = invoke("--db", db, "diff", f"#{before}", after, "--json")
+
+    assert result.exit_code == 0, result.output
+    [edit] = json.loads(result.output)["sessions"][session_id]["history_edits"]
+    assert (edit["edit"], edit["from_seq"], edit["upto_seq"], edit["focus"]) == ("compacted", 1, 4, "names")
+    assert "history_edits: " in invoke("--db", db, "diff", f"#{before}", after).output
