@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, 
 from .api import CLOSE_WAIT_S, Turnlog
 from .commands.awaiting import on_loop
 from .commands.compaction import Compaction
+from .commands.lease import LeaseToken
 from .commands.slash import CommandResult
 from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
@@ -184,7 +185,7 @@ class AsyncTurnlog:
         return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.compact),
                               key_or_session, **options)
 
-    async def compress(self, token: Any, source: SessionSource, **options: Any) -> Any:
+    async def compress(self, token: LeaseToken, source: SessionSource, **options: Any) -> LeaseToken:
         """Turnlog.turns.compress (pre-turn hygiene); an async summariser is awaited on this loop."""
         return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.turns.compress),
                               token, source, **options)

@@ -66,16 +66,19 @@ class AsOf:
         self.views = views
         self.app = app
         self.position = position
+        self._loaded: dict[Any, Any] = {}  # aggregates as of this moment (they never change): diff reads each twice
 
     def version(self, stream: str) -> int | None:
         """The version stream `stream` had reached at this moment (None: it did not exist yet)."""
         return self.views.stream_version(stream, self.position)
 
     def _aggregate(self, aggregate_id: Any) -> Any | None:
-        version = self.version(str(aggregate_id))
-        if version is None:
-            return None
-        return self.app.repository.get(aggregate_id, version=version, projector_func=_project)
+        if aggregate_id not in self._loaded:
+            version = self.version(str(aggregate_id))
+            self._loaded[aggregate_id] = (None if version is None else
+                                          self.app.repository.get(aggregate_id, version=version,
+                                                                  projector_func=_project))
+        return self._loaded[aggregate_id]
 
     @property
     def at(self) -> str | None:
