@@ -21,14 +21,15 @@ from .commands.lease import LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate
 from .commands.slash import COMMANDS as SLASH_COMMANDS, CommandResult, parse_command
 from .commands.turn import TurnOutcome
-from .config import EngineConfig, TextBatching
+from .commands.compaction import Compaction
+from .config import EngineConfig, Summariser, TextBatching
 from .domain.context_prompt import build_session_context
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
 from .domain.policy import ResetPolicies, ResetPolicy
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
-from .errors import (AmbiguousKey, ChainBroken, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
+from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
                      InvalidRequest, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
@@ -71,6 +72,8 @@ __all__ = [
     "ChatType",
     "Clock",
     "CommandResult",
+    "Compaction",
+    "CompactionFailed",
     "ConflictError",
     "CONTROL_CHARACTERS",
     "CopyReport",
@@ -132,6 +135,7 @@ __all__ = [
     "SLASH_COMMANDS",
     "StaleLease",
     "StoreError",
+    "Summariser",
     "SuspendedSession",
     "SweepReport",
     "SystemClock",

@@ -29,6 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
 from .api import CLOSE_WAIT_S, Turnlog
+from .commands.awaiting import on_loop
+from .commands.compaction import Compaction
+from .commands.lease import LeaseToken
+from .commands.slash import CommandResult
 from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
@@ -147,7 +151,7 @@ class AsyncTurnlog:
             return None
         running = turn.keep()
         try:
-            history = await self.run(self.turnlog.turns.transcript, turn.token.session_id)
+            history = await self.run(self.turnlog.turns.agent_history, turn.token.session_id)
             reply = agent(history, turn.item)
             if inspect.isawaitable(reply):
                 task = asyncio.ensure_future(reply)
@@ -171,6 +175,30 @@ class AsyncTurnlog:
             turn.fail(TurnCancelled(CALLER_CANCELLED))
             return None
         return turn
+
+    async def command(self, source: SessionSource, text: str) -> CommandResult:
+        """Turnlog.command; an async summariser (/compress) is awaited on this loop."""
+        return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.command), source, text)
+
+    async def compact(self, key_or_session: Any, **options: Any) -> Compaction:
+        """Turnlog.compact; an async summariser is awaited on this loop."""
+        return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.compact),
+                              key_or_session, **options)
+
+    async def compress(self, token: LeaseToken, source: SessionSource, **options: Any) -> LeaseToken:
+        """Turnlog.turns.compress (pre-turn hygiene); an async summariser is awaited on this loop."""
+        return await self.run(self._awaiting_here(asyncio.get_running_loop(), self.turnlog.turns.compress),
+                              token, source, **options)
+
+    def _awaiting_here(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., T]) -> Callable[..., T]:
+        """`fn` for a worker thread, with a gateway callback's coroutine awaited on `loop`."""
+        def awaiter(awaitable: Awaitable[Any]) -> Any:
+            return self._wait(asyncio.run_coroutine_threadsafe(_awaited(awaitable), loop))
+
+        def call(*args: Any, **kwargs: Any) -> T:
+            with on_loop(awaiter):
+                return fn(*args, **kwargs)
+        return call
 
     async def start_gateway(self, name: str = "main") -> Any:
         return await self.run(self.turnlog.start_gateway, name)

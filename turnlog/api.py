@@ -14,6 +14,7 @@ from uuid import UUID
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, lease_time
 from .commands.batching import BatchCommands
+from .commands.compaction import Compaction, CompactionCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.delegations import DelegationCommands, StopHook
@@ -155,6 +156,7 @@ class Turnlog:
         self._runner = TurnRunner(self._inbound, self._routing,
                                   TurnParts(self._ctx, self._leases, self._deliveries, self._keeper),
                                   self._delegations)
+        self._compaction = CompactionCommands(self._ctx, self._leases)
         self._batches = BatchCommands(self._runner)
         self._rotation = RotationCommands(self._ctx, self._routing, self._leases)
         self._gateway_name: str | None = None
@@ -179,8 +181,9 @@ class Turnlog:
         self._forks = ForkCommands(self._ctx, self._titles)
         replies = SessionReplies(self._ctx, self._routing, self._leases, self._views, self._titles,
                                  BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
-        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies, self._delegations)
-        self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner)
+        self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies,
+                                    self._compaction, self._delegations)
+        self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)
 
     @property
     def owner(self) -> str:
@@ -327,7 +330,8 @@ class Turnlog:
 
     def command(self, source: SessionSource, text: str) -> CommandResult:
         """Handle /new, /reset, /stop, /queue TEXT, /resume ID-OR-TITLE, /title [TEXT], /branch [NAME],
-        /sessions, /usage or /status."""
+        /sessions, /usage, /status, /compress [FOCUS] or /compress here [N] [FOCUS] (with
+        `EngineConfig.summariser`, else the fallback summary)."""
         return self._slash.handle(source, text)
 
     # -- background delegations (docs/behaviour.md §8a) -------------------------------------
@@ -548,6 +552,18 @@ class Turnlog:
         self.maintenance.catch_up()
         session_id = self._session_id(key_or_session)
         return export_lineage(self._views, session_id) if lineage else export_session(self._views, session_id)
+
+    def compact(self, key_or_session: str | SessionSource, *, keep_turns: int = 0, focus: str | None = None,
+                summary: str | list[dict[str, Any]] | None = None, actor: str = "api") -> Compaction:
+        """Compact a session's history in place (its id, or a routing key for its current one): a
+        summary stands for all of it but the last `keep_turns` user turns, from `summary` (text or
+        messages: the operator's own) or else `EngineConfig.summariser` (else the fallback
+        summary). Refused (LeaseTimeout) while a turn runs; CompactionFailed when there is nothing
+        to compact or the summariser fails, and then nothing is recorded."""
+        session_id = self._session_id(key_or_session)
+        owner_key = self.session(session_id).session_key
+        return self._compaction.compact(session_id, owner_key, keep_turns=keep_turns, focus=focus, summary=summary,
+                                        actor=actor, cause="compact")
 
     def fork(self, session_id: str, at: str | int, *, to_key: str | SessionSource | None = None,
              actor: str = "api") -> str:

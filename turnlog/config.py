@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .domain.batching import TextBatching
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
@@ -14,6 +14,12 @@ from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
 # the start times of its live processes (those older than the policy's age cap are ignored).
 BackgroundGuard = Callable[[str, str], "bool | Iterable[datetime]"]
+
+# A gateway's summariser for in-place compaction (commands/compaction.py): given the history
+# entries a summary replaces and the focus (or None), returns the summary as text or messages,
+# or (summary, model); may be a coroutine function. Its `.model` attribute names its model.
+Summariser = Callable[[Sequence[Any], "str | None"], Any]
+COMPRESSION_MODES = ("in_place", "rotate")
 
 DEFAULT_LEASE_TIMEOUT_S = 1800.0
 DEFAULT_LEASE_TTL_S = 30.0
@@ -58,6 +64,18 @@ class EngineConfig:
     heartbeat_ttl_s: float = field(
         default_factory=lambda: _float_env("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S))
 
+    # Pre-turn hygiene (Turnlog.turns.compress): "in_place" compacts the history under the same
+    # session id (the originals stay searchable); "rotate" continues in a child session.
+    compression_mode: str = "in_place"
+    summariser: Summariser | None = None  # None: the deterministic fallback summary
+
+    def __post_init__(self) -> None:
+        if self.compression_mode not in COMPRESSION_MODES:
+            raise ValueError(f"compression_mode must be one of {', '.join(COMPRESSION_MODES)},"
+                             f" got {self.compression_mode!r}")
+        if self.summariser is not None and not callable(self.summariser):
+            raise ValueError(f"summariser must be callable, got {self.summariser!r}")
+
     def key_options(self) -> dict[str, Any]:
         return {
             "group_sessions_per_user": self.group_sessions_per_user,
@@ -66,4 +84,4 @@ class EngineConfig:
         }
 
 
-__all__ = ["EngineConfig", "TextBatching", "BackgroundGuard", "DEFAULT_FRESHNESS_WINDOW_S"]
+__all__ = ["EngineConfig", "TextBatching", "BackgroundGuard", "Summariser", "DEFAULT_FRESHNESS_WINDOW_S"]

@@ -124,3 +124,12 @@ class TurnlogClosed(TurnCancelled):
     """The Turnlog was closed while the turn ran (after waiting for it as long as close was told):
     the turn was cancelled, its lease released and its item failed; nothing it writes afterwards
     is accepted."""
+
+
+class CompactionFailed(TurnlogError):
+    """A compaction that did not happen, and left nothing in the log: the history held nothing to
+    compact (`nothing_to_do`), or the summariser raised or gave no usable summary."""
+
+    def __init__(self, message: str, *, nothing_to_do: bool = False) -> None:
+        super().__init__(message)
+        self.nothing_to_do = nothing_to_do

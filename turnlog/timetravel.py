@@ -14,12 +14,14 @@ from uuid import UUID
 from eventsourcing.application import Application
 
 from .clock import parse_aware_time
+from .commands.agent_history import agent_history_of
 from .commands.context import session_aggregate_id
 from .commands.lease import lease_id
 from .domain.delivery import Delivery
+from .domain.history import HistoryEdit
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
-from .projections.views import Views
+from .projections.views import Views, message_row
 
 
 def parse_moment(views: Views, when: str | int, *, after: bool = False) -> int:
@@ -64,16 +66,19 @@ class AsOf:
         self.views = views
         self.app = app
         self.position = position
+        self._loaded: dict[Any, Any] = {}  # aggregates as of this moment (they never change): diff reads each twice
 
     def version(self, stream: str) -> int | None:
         """The version stream `stream` had reached at this moment (None: it did not exist yet)."""
         return self.views.stream_version(stream, self.position)
 
     def _aggregate(self, aggregate_id: Any) -> Any | None:
-        version = self.version(str(aggregate_id))
-        if version is None:
-            return None
-        return self.app.repository.get(aggregate_id, version=version, projector_func=_project)
+        if aggregate_id not in self._loaded:
+            version = self.version(str(aggregate_id))
+            self._loaded[aggregate_id] = (None if version is None else
+                                          self.app.repository.get(aggregate_id, version=version,
+                                                                  projector_func=_project))
+        return self._loaded[aggregate_id]
 
     @property
     def at(self) -> str | None:
@@ -139,6 +144,20 @@ class AsOf:
             return []
         return self.views.transcript(session_id, upto_version=version)
 
+    def history_edits(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's edits of the agent's history (undo, retry, compaction) made by then."""
+        s = self._aggregate(session_aggregate_id(session_id))
+        return [_edit_row(e) for e in s.history_edits] if s is not None else []
+
+    def agent_history(self, session_id: str) -> list[dict[str, Any]]:
+        """What the session's agent was handed as history then (its edits of that moment applied)."""
+        s = self._aggregate(session_aggregate_id(session_id))
+        version = self.version(str(transcript_id(session_id)))
+        if s is None or version is None:
+            return []
+        return [message_row(m) for m in agent_history_of(self.app.events.get, session_id, s.history_edits,
+                                                          upto=version)]
+
     VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript")
 
     def view(self, name: str, *, key: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
@@ -200,6 +219,9 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
                                 skip={"expires_at", "last_seq"})
         if lease:
             change["lease"] = lease
+        edits = _edits_added(before, after, sid)
+        if edits:
+            change["history_edits"] = edits
         stream = str(transcript_id(sid))
         messages = (after.version(stream) or 0) - (before.version(stream) or 0)  # one message per version
         if messages:
@@ -214,6 +236,18 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
         if change:
             by_session[sid] = change
     return {"from": a, "to": b, "events": events, "keys": by_key, "sessions": by_session}
+
+
+def _edit_row(edit: HistoryEdit) -> dict[str, Any]:
+    return {"edit": edit.kind, "from_seq": edit.from_seq, "upto_seq": edit.upto_seq, "at": edit.at.isoformat(),
+            "focus": edit.focus, "model": edit.model}
+
+
+def _edits_added(before: AsOf, after: AsOf, sid: str) -> list[dict[str, Any]]:
+    """The history edits recorded between the two moments (a session's edits only grow)."""
+    if before.version(str(session_aggregate_id(sid))) == after.version(str(session_aggregate_id(sid))):
+        return []
+    return after.history_edits(sid)[len(before.history_edits(sid)):]
 
 
 def _stream_changes(before: AsOf, after: AsOf, aggregate_id: Any, read_a: Any, read_b: Any, sid: str, *,

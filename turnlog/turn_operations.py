@@ -26,12 +26,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .commands.agent_history import read_agent_history
+from .commands.compaction import Compaction, CompactionCommands
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.rotation import RotationCommands
 from .commands.runner import TurnRunner
 from .commands.turn import Turn, reply_obligation
 from .domain.source import SessionSource
+from .errors import CompactionFailed
 from .domain.transcript import MessageAppended
 from .projections.base import TypedRow
 
@@ -53,11 +55,12 @@ class TurnOperations:
     """The turn lease, fenced transcript writes and deliveries of one Turnlog (`t.turns`)."""
 
     def __init__(self, leases: LeaseCommands, deliveries: DeliveryCommands, rotation: RotationCommands,
-                 runner: TurnRunner) -> None:
+                 runner: TurnRunner, compaction: CompactionCommands) -> None:
         self._leases = leases
         self._deliveries = deliveries
         self._rotation = rotation
         self._runner = runner
+        self._compaction = compaction
 
     if not TYPE_CHECKING:  # a type checker refuses the old names instead of accepting any name
         def __getattr__(self, name: str) -> Any:
@@ -135,9 +138,33 @@ class TurnOperations:
         return MessageRecord(token.session_id, seq, "assistant", position), (obligation.id if obligation else None)
 
     def needs_compression(self, token: LeaseToken, *, prompt_tokens: int, context_length: int) -> bool:
-        """Whether the context should be compressed: 0.85 of the context, or 5000 messages, with
-        at least 4 messages."""
+        """Whether the context should be compressed: 0.85 of the context, or 5000 messages of the
+        agent's history (a compacted range counts as its summary), with at least 4 messages."""
         return self._rotation.needs_compression(token, prompt_tokens=prompt_tokens, context_length=context_length)
+
+    def compress(self, token: LeaseToken, source: SessionSource, *, keep_turns: int = 1,
+                 focus: str | None = None) -> LeaseToken:
+        """Pre-turn hygiene once `needs_compression` says so, by `EngineConfig.compression_mode`:
+        "in_place" (the default) compacts the history keeping the last `keep_turns` user turns
+        and returns `token` (also when there is nothing to compact); "rotate" continues in a child
+        session and returns the turn's token there. CompactionFailed: the summariser failed, and
+        nothing was recorded."""
+        if self._leases.ctx.config.compression_mode == "rotate":
+            return self._rotation.rotate(token, source)
+        try:
+            self._compaction.compact_under(token, keep_turns=keep_turns, focus=focus, cause="hygiene")
+        except CompactionFailed as failed:
+            if not failed.nothing_to_do:
+                raise
+        return token
+
+    def compact(self, token: LeaseToken, *, keep_turns: int = 0, focus: str | None = None,
+                summary: str | list[dict[str, Any]] | None = None) -> Compaction:
+        """Compact the token's session in place under its lease (a turn loop's own hygiene): a
+        summary (`summary`, else `EngineConfig.summariser`, else the fallback) stands for the
+        history but its last `keep_turns` user turns. CompactionFailed: nothing to compact, or
+        the summariser failed; StaleLease once the lease moved on. Either way nothing is recorded."""
+        return self._compaction.compact_under(token, keep_turns=keep_turns, focus=focus, summary=summary)
 
     def rotate_session(self, token: LeaseToken, source: SessionSource) -> LeaseToken:
         """Continue the conversation in a child session; returns the turn's token on the child."""

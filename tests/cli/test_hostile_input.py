@@ -47,6 +47,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (READS, ["export-routing"]),
     (READS, ["export", KEY]),
     (WRITES, ["fork", "{sid}", "--at", "#3"]),
+    (WRITES, ["compact", "{sid}"]),
     (READS, ["ledger"]),
     (READS, ["queue", KEY]),
     (READS, ["delegations"]),

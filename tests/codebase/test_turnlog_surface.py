@@ -32,6 +32,8 @@ METHODS = {
     "at", "diff", "events_around", "export", "export_routing", "fork", "history", "ledger", "message_fates",
     "queue", "queue_depths", "route_id", "routes", "search", "session", "sessions", "transcript", "turn_spans",
     "usage",
+    # edits of the agent's history
+    "compact",
     # Hermes homes, and the store itself
     "backup", "close", "copy_to", "export_hermes", "import_hermes",
 }

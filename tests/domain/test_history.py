@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from turnlog.domain.history import (COMPACTED, RETRIED, UNDONE, HistoryEdit, HistoryEditError, agent_history,
-                                    fallback_summary, fate_of, history_floor, plan_compaction, plan_retry,
+                                    fallback_summary, fate_of, history_floor, history_length, plan_compaction, plan_retry,
                                     plan_undo, summary_messages)
 
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -114,3 +114,14 @@ def test_a_summariser_answer_must_be_text_or_messages():
     for bad in ("", " ", [], [{"role": "tool", "content": "x"}], [{"content": 3}], [{"content": ""}], 7):
         with pytest.raises(HistoryEditError):
             summary_messages(bad)
+
+
+def test_the_history_length_counts_what_the_agent_is_handed_without_reading_it():
+    messages = chat("a", "b", "c", "d")
+    cases = [[], [HistoryEdit(UNDONE, 7, 8, AT)],
+             [HistoryEdit(COMPACTED, 1, 4, AT, summary=({"role": "user", "content": "S"},) * 2)],
+             [HistoryEdit(UNDONE, 3, 4, AT), HistoryEdit(COMPACTED, 1, 2, AT, summary=({"role": "user", "content": "S"},)),
+              HistoryEdit(RETRIED, 7, 8, AT)]]
+    for edits in cases:
+        assert history_length(8, edits) == len(agent_history(messages, edits, summary)), edits
+    assert [history_length(8, e) for e in cases] == [8, 6, 6, 3]

@@ -4,7 +4,8 @@ The snippet runs with `kit` in scope (a `Kit`): `kit.turnlog()` opens the test's
 ManualClock at the time the parent chose, so several boots are as far apart as the test says),
 `kit.ready(**data)` tells the parent that the point to be killed at is reached, `kit.hang()`
 blocks until the kill, and `kit.kill_after_save(t, predicate)` makes the process SIGKILL itself
-right after committing a save that `predicate` picks (a crash between two commits).
+right after committing a save that `predicate` picks (a crash between two commits);
+`kill_before_save` just before it, `kill_in_transaction` inside its transaction before the commit.
 """
 
 from __future__ import annotations
@@ -74,6 +75,29 @@ class Kit:
                 self.kill_self()
             return result
         t.app.save = save
+
+    def kill_before_save(self, t: Any, predicate: Callable[[tuple[Any, ...]], bool]) -> None:
+        """SIGKILL this process as `t` is about to save items that `predicate` picks (decided, not saved)."""
+        original = t.app.save
+
+        def save(*items: Any, **kwargs: Any) -> Any:
+            if predicate(items):
+                self.kill_self()
+            return original(*items, **kwargs)
+        t.app.save = save
+
+    def kill_in_transaction(self, t: Any, topic: str) -> None:
+        """SIGKILL this process inside the SQLite transaction that inserts an event of `topic`, after
+        its rows are written and before the commit."""
+        recorder = t.app.recorder
+        original = recorder._insert_events
+
+        def insert(c: Any, stored_events: Any, **kwargs: Any) -> Any:
+            positions = original(c, stored_events, **kwargs)
+            if any(s.topic == topic for s in stored_events):
+                self.kill_self()
+            return positions
+        recorder._insert_events = insert
 
 
 _BOOT = """

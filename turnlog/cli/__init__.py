@@ -15,6 +15,7 @@ from . import audit
 from . import backups
 from . import core
 from . import delegations
+from . import edits
 from . import hermes
 from . import projections
 from . import titles
@@ -26,6 +27,7 @@ FAMILIES = (
     titles,
     delegations,
     audit,
+    edits,
     projections,
     backups,
     hermes,

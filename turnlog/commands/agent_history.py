@@ -4,7 +4,7 @@ summary are read, so a long-compacted session costs what its live tail costs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..domain.history import HistoryEdit, agent_history, history_floor
 from ..domain.session import Session
@@ -26,9 +26,15 @@ def summary_entry(session_id: str, edit: HistoryEdit, index: int, message: dict[
 def read_agent_history(ctx: CommandContext, session_id: str, session: Session | None = None) -> list[MessageAppended]:
     if session is None:
         session = ctx.session(session_id)
-    edits = session.history_edits if session is not None else ()
+    return agent_history_of(ctx.app.events.get, session_id, session.history_edits if session is not None else ())
+
+
+def agent_history_of(get_events: Any, session_id: str, edits: Sequence[HistoryEdit],
+                     upto: int | None = None) -> list[MessageAppended]:
+    """The agent's history from the session's `edits` and its transcript up to seq `upto` (time
+    travel reads a moment's edits and transcript version)."""
     floor = history_floor(edits)
-    messages = read_transcript(ctx.app.events.get, session_id, after=floor or None)
+    messages = read_transcript(get_events, session_id, after=floor or None, upto=upto)
     if not edits:
         return messages
     return agent_history(messages, edits, lambda edit, i, m: summary_entry(session_id, edit, i, m))

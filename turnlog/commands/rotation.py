@@ -12,6 +12,7 @@ from eventsourcing.persistence import IntegrityError
 
 from ..clock import lease_time
 from ..domain.compression import should_compress
+from ..domain.history import history_length
 from ..domain.lease import TurnLease
 from ..domain.route import Route
 from ..domain.session import Session
@@ -29,7 +30,9 @@ class RotationCommands:
         self.turns = turns
 
     def needs_compression(self, token: LeaseToken, *, prompt_tokens: int, context_length: int) -> bool:
-        message_count = self.turns.next_seq(token) - 1
+        session = self.ctx.session(token.session_id)
+        edits = session.history_edits if session is not None else ()
+        message_count = history_length(self.turns.next_seq(token) - 1, edits)
         return should_compress(message_count=message_count, prompt_tokens=prompt_tokens,
                                context_length=context_length)
 

@@ -1,4 +1,5 @@
-"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (docs/behaviour.md §8, §9).
+"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume, /compress
+(docs/behaviour.md §8, §9, §11; /compress in compress_command.py).
 
 /new and /reset follow seed 000 §5: the running turn's lease is revoked (its generation is over,
 so its later writes are refused), conversation-scoped state is cleared and async children are
@@ -21,6 +22,8 @@ from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..errors import NotFound
 from .context import CommandContext
+from .compaction import CompactionCommands
+from .compress_command import compress
 from .delegations import DelegationCommands
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
@@ -52,18 +55,19 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return (name, rest.strip())
 
 
-COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", *SESSION_COMMANDS)
+COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", "/compress", *SESSION_COMMANDS)
 
 
 class SlashCommands:
     def __init__(self, ctx: CommandContext, routing: RoutingCommands, turns: LeaseCommands,
-                 inbound: InboundCommands, sessions: SessionReplies,
+                 inbound: InboundCommands, sessions: SessionReplies, compaction: CompactionCommands,
                  delegations: DelegationCommands | None = None) -> None:
         self.ctx = ctx
         self.sessions = sessions  # /title /branch /sessions /usage /status, and /resume by title
         self.routing = routing
         self.turns = turns
         self.inbound = inbound
+        self.compaction = compaction
         self.delegations = delegations or DelegationCommands(ctx, routing, inbound)
 
     def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
@@ -82,6 +86,10 @@ class SlashCommands:
             return self.stop(source, actor=actor, cause=cause)
         if name in ("/queue", "/q"):
             return self.queue(source, arg, actor=actor, cause=cause)
+        if name == "/compress":
+            reply, session_id, changed = compress(self.ctx, self.routing, self.compaction, source, arg,
+                                                  actor=actor, cause=cause)
+            return CommandResult(name, reply, session_id, changed)
         if name in SESSION_COMMANDS:
             inbox = self.inbound.inbox(self.routing.routing_key(source)) if name == "/status" else None
             return CommandResult(name, *self.sessions.run(name, source, arg, actor=actor, cause=cause,

@@ -95,6 +95,16 @@ def agent_history(messages: Sequence[M], edits: Sequence[HistoryEdit],
     return history
 
 
+def history_length(last_seq: int, edits: Sequence[HistoryEdit]) -> int:
+    """How many entries `agent_history` gives for a transcript of `last_seq` messages, counted
+    from the edits alone (no message read): what hygiene weighs, not the transcript's size."""
+    hidden = [e for e in edits if e.kind in (UNDONE, RETRIED)]
+    standing = standing_compaction(edits)
+    floor = standing.upto_seq if standing is not None else 0
+    count = len(standing.summary) if standing is not None else 0
+    return count + sum(1 for seq in range(floor + 1, last_seq + 1) if not any(e.covers(seq) for e in hidden))
+
+
 @dataclass(frozen=True)
 class UndoPlan:
     from_seq: int

@@ -35,6 +35,9 @@ SUMMARIES: dict[str, Summary] = {
     "TitleClaimed": lambda d: f"title {d.get('title')!r} held by {d.get('session_id')}",
     "TitleReclaimed": lambda d: f"title now held by {d.get('session_id')}",
     "TitleReleased": lambda d: f"title given up by {d.get('session_id')}",
+    "TranscriptCompacted": lambda d: f"history compacted: seqs {d.get('from_seq')}..{d.get('upto_seq')} -> a summary"
+    + (f" (focus {_short(d['focus'], 32)!r})" if d.get("focus") else "")
+    + (f" by {d['model']}" if d.get("model") else ""),
     "LeaseOpened": lambda d: "turn lease opened",
     "LeaseAcquired": lambda d: f"lease epoch {d.get('epoch')} acquired by {d.get('owner')}"
     + (f" (taken over from {d['taken_over_from']})" if d.get("taken_over_from") else ""),
