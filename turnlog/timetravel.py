@@ -17,6 +17,7 @@ from .clock import parse_aware_time
 from .commands.context import session_aggregate_id
 from .commands.lease import lease_id
 from .domain.delivery import Delivery
+from .domain.key_settings import KEY_SETTINGS_ID
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
 from .projections.views import Views
@@ -81,6 +82,16 @@ class AsOf:
 
     def routes(self, key: str | None = None) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.views.routes_at(self.position, key)]
+
+    def key_settings(self) -> dict[str, Any] | None:
+        """The key settings the log recorded as in force then (`turnlog rekey`): old and new, who,
+        why and when; None before the first rekey (the gateway's config held)."""
+        version = self.version(str(KEY_SETTINGS_ID))
+        if version is None:
+            return None
+        event = next(iter(self.app.events.get(KEY_SETTINGS_ID, gt=version - 1, lte=version)))
+        return {"new": event.new, "old": event.old, "actor": event.actor, "cause": event.cause,
+                "at": event.timestamp.isoformat(), "version": version}
 
     def session(self, session_id: str) -> dict[str, Any] | None:
         s = self._aggregate(session_aggregate_id(session_id))

@@ -17,8 +17,8 @@ METHODS = {
     # the gateway loop
     "accept", "command", "handle_message", "next_batch_due", "pending_inbound", "run_due_batches", "run_next",
     # routing and session flags
-    "clear_resume_pending", "get_or_create_session", "mark_resume_pending", "routing_key", "suspend",
-    "switch_session",
+    "clear_resume_pending", "get_or_create_session", "key_settings", "mark_resume_pending", "rekey",
+    "routing_key", "suspend", "switch_session",
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",

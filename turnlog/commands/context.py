@@ -12,6 +12,7 @@ from eventsourcing.persistence import IntegrityError
 from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
 from ..domain.base import TurnlogAggregate, stream_id
+from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChanged
 from ..domain.session import Session
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
@@ -43,6 +44,16 @@ class CommandContext:
 
     def session(self, session_id: str, fresh: bool = True) -> Session | None:
         return self.get(session_aggregate_id(session_id), fresh)
+
+    def recorded_key_settings(self) -> KeySettingsChanged | None:
+        """The log's newest KeySettingsChanged, None before the first rekey. Read on every call (one
+        indexed query): a rekey by another process holds for the next message routed here."""
+        return next(iter(self.app.events.get(KEY_SETTINGS_ID, desc=True, limit=1)), None)
+
+    def key_settings(self) -> KeySettings:
+        """The key settings in force: the log's when it records some, else the config's."""
+        recorded = self.recorded_key_settings()
+        return KeySettings.from_dict(recorded.new) if recorded is not None else self.config.key_settings()
 
     def save(self, *items: Any) -> int:
         """Save in one transaction; returns the log position of the last event written."""
