@@ -149,11 +149,14 @@ class AsOf:
             return []
         return self.views.transcript(session_id, upto_version=version)
 
-    VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript")
+    VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript", "settings")
 
     def view(self, name: str, *, key: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
         if name == "routes":
             return self.routes(key)
+        if name == "settings":
+            settings = self.key_settings()
+            return [settings] if settings is not None else []
         if name in ("sessions", "leases", "ledger"):
             return getattr(self, name)(session=session, key=key)
         if name == "queue":
