@@ -218,7 +218,7 @@ class Turnlog:
 
     def rekey(self, group_sessions_per_user: bool | None = None, thread_sessions_per_user: bool | None = None, *,
               dry_run: bool = False, actor: str = "api", cause: str = "rekey") -> RekeyReport:
-        """Change the key settings without losing a session (docs/behaviour.md §15): every live
+        """Change the key settings without losing a session (docs/behaviour.md §18): every live
         session's keys under the new settings are pointed at it, and the settings become part of
         the log (KeySettingsChanged). A flag left None keeps its value. `dry_run`: only the plan."""
         if group_sessions_per_user is None and thread_sessions_per_user is None:

@@ -17,7 +17,7 @@ from .clock import parse_aware_time
 from .commands.context import session_aggregate_id
 from .commands.lease import lease_id
 from .domain.delivery import Delivery
-from .domain.key_settings import KEY_SETTINGS_ID
+from .domain.key_settings import KEY_SETTINGS_ID, first_change
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
 from .projections.views import Views
@@ -89,7 +89,9 @@ class AsOf:
         version = self.version(str(KEY_SETTINGS_ID))
         if version is None:
             return None
-        event = next(iter(self.app.events.get(KEY_SETTINGS_ID, gt=version - 1, lte=version)))
+        event = first_change(self.app.events.get(KEY_SETTINGS_ID, gt=version - 1, lte=version))
+        if event is None:
+            return None
         return {"new": event.new, "old": event.old, "actor": event.actor, "cause": event.cause,
                 "at": event.timestamp.isoformat(), "version": version}
 

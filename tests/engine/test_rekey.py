@@ -1,4 +1,4 @@
-"""Rekey: changing group/thread_sessions_per_user without losing a session (docs/behaviour.md §15)."""
+"""Rekey: changing group/thread_sessions_per_user without losing a session (docs/behaviour.md §18)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from eventsourcing.persistence import IntegrityError
 from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
 from ..domain.base import TurnlogAggregate, stream_id
-from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChanged
+from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChanged, first_change
 from ..domain.session import Session
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
@@ -48,7 +48,7 @@ class CommandContext:
     def recorded_key_settings(self) -> KeySettingsChanged | None:
         """The log's newest KeySettingsChanged, None before the first rekey. Read on every call (one
         indexed query): a rekey by another process holds for the next message routed here."""
-        return next(iter(self.app.events.get(KEY_SETTINGS_ID, desc=True, limit=1)), None)
+        return first_change(self.app.events.get(KEY_SETTINGS_ID, desc=True, limit=1))
 
     def key_settings(self) -> KeySettings:
         """The key settings in force: the log's when it records some, else the config's."""

@@ -9,7 +9,7 @@ EngineConfig says (docs/configuration.md). Before the first such event, the conf
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 from uuid import UUID
 
 from eventsourcing.utils import register_topic
@@ -58,4 +58,9 @@ class KeySettingsChanged(StreamEvent):
 
 register_topic(KeySettingsChanged.TOPIC, KeySettingsChanged)
 
-__all__ = ["KEY_SETTINGS_ID", "KeySettings", "KeySettingsChanged"]
+
+def first_change(events: Iterable[Any]) -> KeySettingsChanged | None:
+    """The first KeySettingsChanged of a read of the settings stream, None when it read none."""
+    return next((e for e in events if isinstance(e, KeySettingsChanged)), None)
+
+__all__ = ["KEY_SETTINGS_ID", "KeySettings", "KeySettingsChanged", "first_change"]

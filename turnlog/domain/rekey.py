@@ -1,4 +1,4 @@
-"""Rekey: who gets which session when the key settings change (docs/behaviour.md §15).
+"""Rekey: who gets which session when the key settings change (docs/behaviour.md §18).
 
 Pure: given every route as it is, the sessions they point at (with the senders seen in each),
 and a function that gives a source's key under some settings (keys.py: the one key rule), decide

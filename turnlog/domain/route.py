@@ -76,7 +76,7 @@ class Route(TurnlogAggregate):
 
     def borrows_its_session(self) -> bool:
         """True when a rekey split this key off a shared session that other keys still point at:
-        `/new` on it lets go of that session and leaves it to them (docs/behaviour.md §15)."""
+        `/new` on it lets go of that session and leaves it to them (docs/behaviour.md §18)."""
         # Snapshots taken before the field existed lack it.
         return getattr(self, "bound_reason", None) == SHARED_TO_PER_USER
 
