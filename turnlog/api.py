@@ -230,6 +230,7 @@ class Turnlog:
         return self._rekeys.run(new, dry_run=dry_run, actor=actor, cause=cause)
 
     def _warn_if_config_is_overruled(self) -> None:
+        self._ctx.key_settings()  # read once now, so that a cached read never touches the store
         recorded = self._ctx.recorded_key_settings()
         if recorded is None:
             return
@@ -529,8 +530,9 @@ class Turnlog:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home (`force`:
         replace the files of an existing one)."""
         self.maintenance.catch_up()
+        recorded = self._ctx.recorded_key_settings()
         return export_home(os.fspath(out_home), views=self._views, routing_map=self.export_routing,
-                           clock=self._clock, force=force)
+                           clock=self._clock, force=force, key_settings=recorded.new if recorded else None)
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (docs/behaviour.md §3.1)."""
@@ -703,9 +705,11 @@ class Turnlog:
 
     # -- resolving what the caller named ---------------------------------------------------
 
-    def routing_key(self, source: SessionSource) -> str:
-        """The session key string of a source (the key rule of domain/keys.py)."""
-        return self._routing.routing_key(source).key
+    def routing_key(self, source: SessionSource, *, cached: bool = False) -> str:
+        """The session key string of a source (the key rule of domain/keys.py) under the key
+        settings in force; `cached`: under them as this open last read them, without touching
+        the store (a hint for local locks: a rekey elsewhere shows from the next fresh read)."""
+        return self._routing.routing_key(source, cached=cached).key
 
     def route_id(self, source: SessionSource) -> str:
         """The route id of a source's routing key: one route's name even where key strings of ids

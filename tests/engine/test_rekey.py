@@ -181,6 +181,8 @@ def test_the_settings_change_is_one_event_with_who_and_why(t, clock):
     [event] = [e for e in t.events_around(t.maintenance.log_head(), before=2, after=0)
                if e.event == "KeySettingsChanged"]
     assert (event.actor, event.cause) == ("cli", "operator asked")
+    assert event.summary == ("key settings group=per user, thread=shared -> group=shared, thread=shared,"
+                             " 1 route(s) moved")
 
 
 def test_a_rekey_to_the_settings_in_force_records_nothing(t, clock):
@@ -195,3 +197,11 @@ def test_rekey_refuses_no_flags_and_values_that_are_not_booleans(t):
         t.rekey()
     with pytest.raises(InvalidRequest):
         t.rekey(group_sessions_per_user="no")  # type: ignore[arg-type]
+
+
+def test_an_export_to_hermes_after_a_rekey_says_the_new_settings(t, clock, tmp_path):
+    say(t, in_group("A", "m1"), "a", clock)
+    t.rekey(group_sessions_per_user=False)
+    t.export_hermes(tmp_path / "home")
+    config = (tmp_path / "home" / "config.yaml").read_text()
+    assert "group_sessions_per_user: false" in config and "thread_sessions_per_user: false" in config

@@ -33,6 +33,7 @@ class CommandContext:
     new_session_id: SessionIdFactory
     config: EngineConfig
     cache: AggregateCache = field(init=False)
+    known_key_settings: KeySettings | None = field(default=None, init=False)  # as last read (key_settings)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
 
     def __post_init__(self) -> None:
@@ -50,10 +51,15 @@ class CommandContext:
         indexed query): a rekey by another process holds for the next message routed here."""
         return first_change(self.app.events.get(KEY_SETTINGS_ID, desc=True, limit=1))
 
-    def key_settings(self) -> KeySettings:
-        """The key settings in force: the log's when it records some, else the config's."""
+    def key_settings(self, *, cached: bool = False) -> KeySettings:
+        """The key settings in force: the log's when it records some, else the config's. `cached`:
+        as this process last read them, without I/O (for what only needs a hint, e.g. a local lock)."""
+        if cached and self.known_key_settings is not None:
+            return self.known_key_settings
         recorded = self.recorded_key_settings()
-        return KeySettings.from_dict(recorded.new) if recorded is not None else self.config.key_settings()
+        settings = KeySettings.from_dict(recorded.new) if recorded is not None else self.config.key_settings()
+        self.known_key_settings = settings
+        return settings
 
     def save(self, *items: Any) -> int:
         """Save in one transaction; returns the log position of the last event written."""

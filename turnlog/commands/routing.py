@@ -75,9 +75,10 @@ class RoutingCommands:
         self.ctx = ctx
         self._flight = SingleFlight()
 
-    def routing_key(self, source: SessionSource) -> RoutingKey:
+    def routing_key(self, source: SessionSource, *, cached: bool = False) -> RoutingKey:
+        """`cached`: under the key settings as last read, without I/O (CommandContext.key_settings)."""
         require_conversation(source)
-        return self.key_under(source, self.ctx.key_settings())
+        return self.key_under(source, self.ctx.key_settings(cached=cached))
 
     def key_under(self, source: SessionSource, settings: KeySettings) -> RoutingKey:
         """The source's key under `settings`, with this engine's profile and WhatsApp aliases."""
