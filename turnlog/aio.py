@@ -117,7 +117,7 @@ class AsyncTurnlog:
     async def handle_message(self, source: SessionSource, text: str, agent: AsyncAgent, send: AsyncSend, *,
                              kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
         """Accept the message durably, then run the key's turns until its queue is empty."""
-        key = self.turnlog.routing_key(source, cached=True)  # no store I/O on the loop
+        key = self.turnlog.routing_key(source)
         async with self._accepting.setdefault(key, asyncio.Lock()):  # FIFO: arrival order
             await self.run(self.turnlog.accept, source, text, kind=kind)
         async with self._running.setdefault(key, asyncio.Lock()):

@@ -213,8 +213,9 @@ class Turnlog:
 
     def key_settings(self) -> KeySettings:
         """The key settings routing follows now: the log's newest (recorded by `rekey`), else the
-        EngineConfig's, else the defaults (docs/configuration.md)."""
-        return self._ctx.key_settings()
+        EngineConfig's, else the defaults (docs/configuration.md). Read from the log afresh, so
+        that this open routes by a rekey made elsewhere from now on."""
+        return self._ctx.key_settings(fresh=True)
 
     def rekey(self, group_sessions_per_user: bool | None = None, thread_sessions_per_user: bool | None = None, *,
               dry_run: bool = False, actor: str = "api", cause: str = "rekey") -> RekeyReport:
@@ -230,7 +231,7 @@ class Turnlog:
         return self._rekeys.run(new, dry_run=dry_run, actor=actor, cause=cause)
 
     def _warn_if_config_is_overruled(self) -> None:
-        self._ctx.key_settings()  # read once now, so that a cached read never touches the store
+        self._ctx.key_settings(fresh=True)  # routing then reads them from memory
         recorded = self._ctx.recorded_key_settings()
         if recorded is None:
             return
@@ -705,11 +706,9 @@ class Turnlog:
 
     # -- resolving what the caller named ---------------------------------------------------
 
-    def routing_key(self, source: SessionSource, *, cached: bool = False) -> str:
-        """The session key string of a source (the key rule of domain/keys.py) under the key
-        settings in force; `cached`: under them as this open last read them, without touching
-        the store (a hint for local locks: a rekey elsewhere shows from the next fresh read)."""
-        return self._routing.routing_key(source, cached=cached).key
+    def routing_key(self, source: SessionSource) -> str:
+        """The session key string of a source (the key rule of domain/keys.py)."""
+        return self._routing.routing_key(source).key
 
     def route_id(self, source: SessionSource) -> str:
         """The route id of a source's routing key: one route's name even where key strings of ids

@@ -42,6 +42,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (WRITES, ["suspend", KEY]),
     (WRITES, ["resume-pending", KEY]),
     (WRITES, ["switch", KEY, "{sid}"]),
+    (WRITES, ["rekey", "--group-sessions-per-user", "false"]),
+    (READS, ["rekey", "--group-sessions-per-user", "false", "--dry-run"]),
     (READS, ["export-routing"]),
     (READS, ["export", KEY]),
     (WRITES, ["fork", "{sid}", "--at", "#3"]),

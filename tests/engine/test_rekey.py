@@ -167,12 +167,27 @@ def test_the_logs_settings_hold_over_a_config_that_disagrees(make_turnlog, t, cl
     assert agreeing.key_settings() == silent.key_settings() == explicit.key_settings()
 
 
-def test_another_process_routes_by_the_new_rule_once_rekeyed(t, other, clock):
+def test_another_process_routes_by_the_new_rule_from_its_next_heartbeat(t, other, clock):
+    """Routing reads the settings from memory (no read per message): another open picks a rekey
+    up at its gateway's next heartbeat, or when asked for the settings."""
     bob = say(t, in_group("B", "m1"), "b", clock)
-    assert other.routing_key(in_group("R")) == f"agent:main:telegram:group:{GROUP}:R"
+    other.start_gateway("other")
     t.rekey(group_sessions_per_user=False)
+    assert t.routing_key(in_group("R")) == f"agent:main:telegram:group:{GROUP}"  # the rekeying open: at once
+    assert other.routing_key(in_group("R")) == f"agent:main:telegram:group:{GROUP}:R"  # not yet
+    clock.advance(20)  # a third of the heartbeat's 60 s TTL: the heartbeat is due
+    with pytest.warns(DeprecationWarning):
+        keeper = other.keeper
+    keeper.tick()
     assert other.routing_key(in_group("R")) == f"agent:main:telegram:group:{GROUP}"
     assert sid(other, in_group("R")) == bob
+
+
+def test_asking_for_the_settings_reads_them_afresh(t, other, clock):
+    say(t, in_group("B", "m1"), "b", clock)
+    t.rekey(group_sessions_per_user=False)
+    assert other.key_settings().group_sessions_per_user is False
+    assert other.routing_key(in_group("R")) == f"agent:main:telegram:group:{GROUP}"
 
 
 def test_the_settings_change_is_one_event_with_who_and_why(t, clock):

@@ -40,10 +40,10 @@ def rekey(ctx: click.Context, group: bool | None, thread: bool | None, dry_run: 
     """Change group_sessions_per_user / thread_sessions_per_user and carry every live session over.
 
     Each session's keys under the new settings are pointed at it and the settings become part
-    of the log (gateways route by them from their next message, whatever their config says):
-    a shared session gets a key per sender seen in it; per-user sessions of one chat give the
-    chat's shared key to the most recently active one, and the others stay listed and
-    resumable. --nl/--csv: the moves."""
+    of the log (running gateways route by them from their next heartbeat, whatever their
+    config says): a shared session gets a key per sender seen in it; per-user sessions of one
+    chat give the chat's shared key to the most recently active one, and the others stay
+    listed and resumable. --nl/--csv: the moves."""
     if group is None and thread is None:
         raise click.UsageError("give --group-sessions-per-user or --thread-sessions-per-user (or both)", ctx)
     report = engine(ctx).rekey(group, thread, dry_run=dry_run, actor="cli", cause=reason)

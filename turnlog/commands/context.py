@@ -47,14 +47,14 @@ class CommandContext:
         return self.get(session_aggregate_id(session_id), fresh)
 
     def recorded_key_settings(self) -> KeySettingsChanged | None:
-        """The log's newest KeySettingsChanged, None before the first rekey. Read on every call (one
-        indexed query): a rekey by another process holds for the next message routed here."""
+        """The log's newest KeySettingsChanged, None before the first rekey (one query)."""
         return first_change(self.app.events.get(KEY_SETTINGS_ID, desc=True, limit=1))
 
-    def key_settings(self, *, cached: bool = False) -> KeySettings:
-        """The key settings in force: the log's when it records some, else the config's. `cached`:
-        as this process last read them, without I/O (for what only needs a hint, e.g. a local lock)."""
-        if cached and self.known_key_settings is not None:
+    def key_settings(self, *, fresh: bool = False) -> KeySettings:
+        """The key settings in force: the log's when it records some, else the config's. As this
+        process last read them, so that routing a message costs no read; `fresh`: read the log now.
+        A Turnlog reads them when opened, when it rekeys, and at each heartbeat of its gateway."""
+        if not fresh and self.known_key_settings is not None:
             return self.known_key_settings
         recorded = self.recorded_key_settings()
         settings = KeySettings.from_dict(recorded.new) if recorded is not None else self.config.key_settings()

@@ -58,7 +58,7 @@ class RekeyCommands:
     def _attempt(self, new: KeySettings, dry_run: bool, actor: str, cause: str) -> RekeyReport:
         ctx = self.ctx
         recorded = ctx.recorded_key_settings()
-        old = ctx.key_settings()
+        old = ctx.key_settings(fresh=True)
         if old == new:
             return RekeyReport(old, new, dry_run, (), (), 0)
         routes = [route for route_id in self.route_ids() if (route := ctx.get(UUID(route_id))) is not None]
@@ -81,6 +81,7 @@ class RekeyCommands:
             originator_id=KEY_SETTINGS_ID, originator_version=(recorded.originator_version + 1) if recorded else 1,
             timestamp=now, old=old.to_dict(), new=new.to_dict(), moves=len(plan.moves), actor=actor, cause=cause)
         position = ctx.save(*changed, event)
+        ctx.known_key_settings = new
         return RekeyReport(old, new, False, plan.moves, plan.kept, position)
 
     def _live_sessions(self, routes: list[Route]) -> dict[str, SessionState]:

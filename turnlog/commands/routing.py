@@ -75,10 +75,9 @@ class RoutingCommands:
         self.ctx = ctx
         self._flight = SingleFlight()
 
-    def routing_key(self, source: SessionSource, *, cached: bool = False) -> RoutingKey:
-        """`cached`: under the key settings as last read, without I/O (CommandContext.key_settings)."""
+    def routing_key(self, source: SessionSource) -> RoutingKey:
         require_conversation(source)
-        return self.key_under(source, self.ctx.key_settings(cached=cached))
+        return self.key_under(source, self.ctx.key_settings())
 
     def key_under(self, source: SessionSource, settings: KeySettings) -> RoutingKey:
         """The source's key under `settings`, with this engine's profile and WhatsApp aliases."""
