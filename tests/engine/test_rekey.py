@@ -94,6 +94,9 @@ def test_a_shared_group_gives_each_participant_a_key_on_the_shared_session(make_
     t.command(in_group("A", "m6"), "/new")
     assert say(t, in_group("A", "m7"), "fresh start", clock) not in (shared, carol)
     assert sid(t, in_group("B")) == shared
+    reachable(t, shared)
+    # The shared session is still Alice's to go back to: her key has pointed at it.
+    assert t.command(in_group("A", "m8"), f"/resume {shared}").session_id == shared
     # The transcript is whole: everything said before and after the rekey.
     texts = [m["content"] for m in t.transcript(shared) if m["role"] == "user"]
     assert texts == ["hello", "hello too", "still here", "me too"]
