@@ -223,3 +223,12 @@ def test_an_export_to_hermes_after_a_rekey_says_the_new_settings(t, clock, tmp_p
     t.export_hermes(tmp_path / "home")
     config = (tmp_path / "home" / "config.yaml").read_text()
     assert "group_sessions_per_user: false" in config and "thread_sessions_per_user: false" in config
+
+
+def test_keys_the_settings_do_not_shape_stay_as_they_are(t, clock):
+    dm = say(t, SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1"),
+             "a dm", clock)
+    group = say(t, in_group("A", "m2"), "a group", clock)
+    report = t.rekey(group_sessions_per_user=False, thread_sessions_per_user=True)
+    assert [m.session_id for m in report.moves] == [group] and report.kept == ()
+    assert sid(t, SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42")) == dm
