@@ -15,6 +15,7 @@ from .commands.inbound import Accepted
 from .commands.keeper import CancelToken, RunningTurn, current_turn
 from .commands.boots import BootReport
 from .commands.recovery import RecoveryReport
+from .commands.rekey import RekeyReport
 from .commands.sweep import SweepReport
 from .commands.routing import RouteResult
 from .commands.lease import LeaseToken, MessageRecord
@@ -24,13 +25,15 @@ from .commands.turn import TurnOutcome
 from .commands.compaction import Compaction
 from .config import EngineConfig, Summariser, TextBatching
 from .domain.context_prompt import build_session_context
+from .domain.key_settings import KeySettings
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
 from .domain.policy import ResetPolicies, ResetPolicy
+from .domain.rekey import RekeyKept, RekeyMove
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
-                     InvalidRequest, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase,
+                     InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
@@ -91,6 +94,8 @@ __all__ = [
     "ImportReport",
     "InvalidRequest",
     "is_shared_multi_user_session",
+    "KeySettings",
+    "KeySettingsIgnored",
     "LeaseHolder",
     "LeaseRow",
     "LeaseTimeout",
@@ -115,6 +120,9 @@ __all__ = [
     "QueueItemRow",
     "ReadOnlyDatabase",
     "RecoveryReport",
+    "RekeyKept",
+    "RekeyMove",
+    "RekeyReport",
     "render_export",
     "ReplyMessage",
     "ResetPolicies",

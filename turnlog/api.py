@@ -27,6 +27,7 @@ from .commands.keeper import Keeper
 from .commands.boots import BootCommands, BootReport
 from .commands.gateways import GatewayRecords
 from .commands.recovery import RecoveryCommands, RecoveryReport
+from .commands.rekey import RekeyCommands, RekeyReport
 from .commands.sweep import SweepCommands, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
@@ -49,7 +50,8 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, ChainBroken, InvalidRequest, NotFound
+from .errors import AmbiguousKey, ChainBroken, InvalidRequest, KeySettingsIgnored, NotFound
+from .domain.key_settings import KeySettings
 from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
 from .domain.inbox import HUMAN
@@ -183,6 +185,8 @@ class Turnlog:
                                  BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
         self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies,
                                     self._compaction, self._delegations)
+        self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
+        self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)
 
     @property
@@ -228,6 +232,37 @@ class Turnlog:
         """The session of the source's routing key, made (or replaced, by the reset policy or force_new) as needed."""
         return self._routing.get_or_create_session(source, force_new=force_new, touch_activity=touch_activity,
                                                   actor=actor, cause=cause)
+
+    def key_settings(self) -> KeySettings:
+        """The key settings routing follows now: the log's newest (recorded by `rekey`), else the
+        EngineConfig's, else the defaults (docs/configuration.md). Read from the log afresh, so
+        that this open routes by a rekey made elsewhere from now on."""
+        return self._ctx.key_settings(fresh=True)
+
+    def rekey(self, group_sessions_per_user: bool | None = None, thread_sessions_per_user: bool | None = None, *,
+              dry_run: bool = False, actor: str = "api", cause: str = "rekey") -> RekeyReport:
+        """Change the key settings without losing a session (docs/behaviour.md §18): every live
+        session's keys under the new settings are pointed at it, and the settings become part of
+        the log (KeySettingsChanged). A flag left None keeps its value. `dry_run`: only the plan."""
+        if group_sessions_per_user is None and thread_sessions_per_user is None:
+            raise InvalidRequest("rekey needs group_sessions_per_user or thread_sessions_per_user (or both)")
+        current = self._ctx.key_settings()
+        new = KeySettings(
+            current.group_sessions_per_user if group_sessions_per_user is None else group_sessions_per_user,
+            current.thread_sessions_per_user if thread_sessions_per_user is None else thread_sessions_per_user)
+        return self._rekeys.run(new, dry_run=dry_run, actor=actor, cause=cause)
+
+    def _warn_if_config_is_overruled(self) -> None:
+        self._ctx.key_settings(fresh=True)  # routing then reads them from memory
+        recorded = self._ctx.recorded_key_settings()
+        if recorded is None:
+            return
+        ignored = self._config.disagreements(KeySettings.from_dict(recorded.new))
+        if ignored:
+            warnings.warn(f"the log's key settings ({KeySettings.from_dict(recorded.new).describe()}, recorded by"
+                          f" {recorded.actor} at {recorded.timestamp.isoformat()}) hold; the EngineConfig's"
+                          f" {', '.join(ignored)} is ignored (turnlog rekey changes them)", KeySettingsIgnored,
+                          stacklevel=3)
 
     def switch_session(self, key: str | SessionSource, session_id: str, *, actor: str = "api",
                        cause: str = "switch_session", force: bool = False) -> RouteResult | None:
@@ -597,8 +632,9 @@ class Turnlog:
         """Write this log's sessions, transcripts and routing as a Hermes 0.19.0 home (`force`:
         replace the files of an existing one)."""
         self.maintenance.catch_up()
+        recorded = self._ctx.recorded_key_settings()
         return export_home(os.fspath(out_home), views=self._views, routing_map=self.export_routing,
-                           clock=self._clock, force=force)
+                           clock=self._clock, force=force, key_settings=recorded.new if recorded else None)
 
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (docs/behaviour.md §3.1)."""

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .domain.batching import TextBatching
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
+from .domain.key_settings import KeySettings
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
 
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
@@ -38,8 +39,10 @@ def _float_env(name: str, default: float) -> float:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    group_sessions_per_user: bool = True
-    thread_sessions_per_user: bool = False
+    # The key rule's two flags. None: as the log records them (`turnlog rekey`), else the defaults
+    # (True, False). Once the log records settings they hold over these (docs/configuration.md).
+    group_sessions_per_user: bool | None = None
+    thread_sessions_per_user: bool | None = None
     profile: str | None = None  # used when a source names no profile of its own
     whatsapp_aliases: str | Mapping[str, Iterable[str]] | None = None
     reset: ResetPolicies = field(default_factory=ResetPolicies)
@@ -69,6 +72,19 @@ class EngineConfig:
     compression_mode: str = "in_place"
     summariser: Summariser | None = None  # None: the deterministic fallback summary
 
+    def key_settings(self) -> KeySettings:
+        """The flags this config says, the defaults where it says nothing (the log's, once recorded, win)."""
+        default = KeySettings()
+        return KeySettings(
+            default.group_sessions_per_user if self.group_sessions_per_user is None else self.group_sessions_per_user,
+            default.thread_sessions_per_user if self.thread_sessions_per_user is None
+            else self.thread_sessions_per_user)
+
+    def disagreements(self, settings: KeySettings) -> list[str]:
+        """The flags this config sets explicitly to something else than `settings`, as `name=value`."""
+        return [f"{name}={str(mine).lower()}" for name, theirs in settings.to_dict().items()
+                if (mine := getattr(self, name)) is not None and mine != theirs]
+
     def __post_init__(self) -> None:
         if self.compression_mode not in COMPRESSION_MODES:
             raise ValueError(f"compression_mode must be one of {', '.join(COMPRESSION_MODES)},"
@@ -77,11 +93,9 @@ class EngineConfig:
             raise ValueError(f"summariser must be callable, got {self.summariser!r}")
 
     def key_options(self) -> dict[str, Any]:
-        return {
-            "group_sessions_per_user": self.group_sessions_per_user,
-            "thread_sessions_per_user": self.thread_sessions_per_user,
-            "whatsapp_aliases": self.whatsapp_aliases,
-        }
+        """The key rule's options as this config says them (the engine routes by the log's settings
+        once recorded: Turnlog.key_settings)."""
+        return {**self.key_settings().to_dict(), "whatsapp_aliases": self.whatsapp_aliases}
 
 
 __all__ = ["EngineConfig", "TextBatching", "BackgroundGuard", "Summariser", "DEFAULT_FRESHNESS_WINDOW_S"]

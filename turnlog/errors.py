@@ -23,7 +23,8 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     ├── SessionOwnedElsewhere     the session belongs to another routing key
     └── HermesHomeError           a Hermes home whose state cannot be read
 
-Catch `TurnlogError` for all of them. A failure that is none of these is a bug (or an error of
+One warning, `KeySettingsIgnored` (a UserWarning), says an EngineConfig's key settings lost to
+the log's (docs/configuration.md). Catch `TurnlogError` for all of the errors. A failure that is none of these is a bug (or an error of
 the platform below: sqlite3, psycopg) and is not wrapped.
 """
 
@@ -133,3 +134,8 @@ class CompactionFailed(TurnlogError):
     def __init__(self, message: str, *, nothing_to_do: bool = False) -> None:
         super().__init__(message)
         self.nothing_to_do = nothing_to_do
+
+
+class KeySettingsIgnored(UserWarning):
+    """The EngineConfig sets a key flag (group/thread_sessions_per_user) other than the one the log
+    records (`turnlog rekey` wrote it): routing follows the log, and the config's value is ignored."""

@@ -19,6 +19,7 @@ from .commands.context import session_aggregate_id
 from .commands.lease import lease_id
 from .domain.delivery import Delivery
 from .domain.history import HistoryEdit
+from .domain.key_settings import KEY_SETTINGS_ID, first_change
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
 from .projections.views import Views, message_row
@@ -86,6 +87,18 @@ class AsOf:
 
     def routes(self, key: str | None = None) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self.views.routes_at(self.position, key)]
+
+    def key_settings(self) -> dict[str, Any] | None:
+        """The key settings the log recorded as in force then (`turnlog rekey`): old and new, who,
+        why and when; None before the first rekey (the gateway's config held)."""
+        version = self.version(str(KEY_SETTINGS_ID))
+        if version is None:
+            return None
+        event = first_change(self.app.events.get(KEY_SETTINGS_ID, gt=version - 1, lte=version))
+        if event is None:
+            return None
+        return {"new": event.new, "old": event.old, "actor": event.actor, "cause": event.cause,
+                "at": event.timestamp.isoformat(), "version": version}
 
     def session(self, session_id: str) -> dict[str, Any] | None:
         s = self._aggregate(session_aggregate_id(session_id))
@@ -158,11 +171,14 @@ class AsOf:
         return [message_row(m) for m in agent_history_of(self.app.events.get, session_id, s.history_edits,
                                                           upto=version)]
 
-    VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript")
+    VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript", "settings")
 
     def view(self, name: str, *, key: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
         if name == "routes":
             return self.routes(key)
+        if name == "settings":
+            settings = self.key_settings()
+            return [settings] if settings is not None else []
         if name in ("sessions", "leases", "ledger"):
             return getattr(self, name)(session=session, key=key)
         if name == "queue":

@@ -44,6 +44,8 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (WRITES, ["switch", KEY, "{sid}"]),
     (READS, ["title", "{sid}"]),
     (WRITES, ["title", "{sid}", "hostile input"]),
+    (WRITES, ["rekey", "--group-sessions-per-user", "false"]),
+    (READS, ["rekey", "--group-sessions-per-user", "false", "--dry-run"]),
     (READS, ["export-routing"]),
     (READS, ["export", KEY]),
     (WRITES, ["fork", "{sid}", "--at", "#3"]),

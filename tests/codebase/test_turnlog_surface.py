@@ -25,6 +25,8 @@ METHODS = {
     "on_session_change", "session_version",
     "clear_resume_pending", "get_or_create_session", "mark_resume_pending", "routing_key", "set_title", "suspend",
     "switch_session", "title",
+    "clear_resume_pending", "get_or_create_session", "key_settings", "mark_resume_pending", "rekey",
+    "routing_key", "suspend", "switch_session",
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",

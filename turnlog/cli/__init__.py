@@ -18,6 +18,7 @@ from . import delegations
 from . import edits
 from . import hermes
 from . import projections
+from . import rekey
 from . import titles
 from . import web
 from .base import main
@@ -31,6 +32,7 @@ FAMILIES = (
     projections,
     backups,
     hermes,
+    rekey,
     web,
 )
 

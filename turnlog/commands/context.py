@@ -13,6 +13,7 @@ from eventsourcing.persistence import IntegrityError
 from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
 from ..domain.base import TurnlogAggregate, stream_id
+from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChanged, first_change
 from ..domain.session import Session, change_reason
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
@@ -37,6 +38,7 @@ class CommandContext:
     new_session_id: SessionIdFactory
     config: EngineConfig
     cache: AggregateCache = field(init=False)
+    known_key_settings: KeySettings | None = field(default=None, init=False)  # as last read (key_settings)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
     session_listeners: list[SessionListener] = field(default_factory=list)
 
@@ -49,6 +51,21 @@ class CommandContext:
 
     def session(self, session_id: str, fresh: bool = True) -> Session | None:
         return self.get(session_aggregate_id(session_id), fresh)
+
+    def recorded_key_settings(self) -> KeySettingsChanged | None:
+        """The log's newest KeySettingsChanged, None before the first rekey (one query)."""
+        return first_change(self.app.events.get(KEY_SETTINGS_ID, desc=True, limit=1))
+
+    def key_settings(self, *, fresh: bool = False) -> KeySettings:
+        """The key settings in force: the log's when it records some, else the config's. As this
+        process last read them, so that routing a message costs no read; `fresh`: read the log now.
+        A Turnlog reads them when opened, when it rekeys, and at each heartbeat of its gateway."""
+        if not fresh and self.known_key_settings is not None:
+            return self.known_key_settings
+        recorded = self.recorded_key_settings()
+        settings = KeySettings.from_dict(recorded.new) if recorded is not None else self.config.key_settings()
+        self.known_key_settings = settings
+        return settings
 
     def save(self, *items: Any) -> int:
         """Save in one transaction; returns the log position of the last event written."""

@@ -201,6 +201,8 @@ class Keeper:
             # Only this boot writes its heartbeat stream: no read, and a conflict cannot happen.
             heartbeat.renew(ttl, at=now, actor=heartbeat.boot_id, cause="heartbeat")
             self.ctx.app.save(heartbeat)
+        # A rekey made by another process holds here from the next heartbeat on.
+        self.ctx.key_settings(fresh=True)
 
 
 def run_as(running: RunningTurn | None, call: Callable[[], Any]) -> Any:

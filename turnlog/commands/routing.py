@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
+from ..domain.key_settings import KeySettings
 from ..domain.keys import RoutingKey, legacy_slack_key, require_conversation, resolve_routing_key
 from ..domain.ownership import bound_session_ids
 from ..domain.policy import route_decision
@@ -76,8 +77,15 @@ class RoutingCommands:
 
     def routing_key(self, source: SessionSource) -> RoutingKey:
         require_conversation(source)
-        return resolve_routing_key(source, profile=source.profile or self.ctx.config.profile,
-                                   **self.ctx.config.key_options())
+        return self.key_under(source, self.ctx.key_settings())
+
+    def key_under(self, source: SessionSource, settings: KeySettings) -> RoutingKey:
+        """The source's key under `settings`, with this engine's profile and WhatsApp aliases."""
+        return resolve_routing_key(source, **self._key_options(source, settings))
+
+    def _key_options(self, source: SessionSource, settings: KeySettings) -> dict[str, Any]:
+        return {"profile": source.profile or self.ctx.config.profile,
+                "whatsapp_aliases": self.ctx.config.whatsapp_aliases, **settings.to_dict()}
 
     def get_or_create_session(self, source: SessionSource, *, force_new: bool = False,
                               touch_activity: bool = True, actor: str | None = None,
@@ -145,8 +153,7 @@ class RoutingCommands:
         DM goes to the first workspace that arrives; a scope-less channel or group never moves,
         since its id may exist in several workspaces and adopting it could leak a transcript.
         """
-        legacy = legacy_slack_key(source, profile=source.profile or self.ctx.config.profile,
-                                  **self.ctx.config.key_options())
+        legacy = legacy_slack_key(source, **self._key_options(source, self.ctx.key_settings()))
         if legacy is None:
             return None
         route: Route | None = self.ctx.get(legacy.route_id)

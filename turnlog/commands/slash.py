@@ -108,15 +108,17 @@ class SlashCommands:
             route: Route | None = self.ctx.get(rk.route_id)
             if route is None or route.session_id is None:
                 return CommandResult(name, notice, None, False)
-            session: Session | None = self.ctx.session(route.session_id)
+            # A key split off a shared session by a rekey leaves that session, its turn and lease to the others.
+            borrowed = route.borrows_its_session()
+            session: Session | None = None if borrowed else self.ctx.session(route.session_id)
             stopped[:] = self.delegations.stop_running(session, "session_reset", actor=actor, cause=cause)
             items: list[Any] = [*stopped]
-            lease = self.turns.revoke(route.session_id, "session_reset", actor=actor, cause=cause)
+            lease = None if borrowed else self.turns.revoke(route.session_id, "session_reset", actor=actor, cause=cause)
             if lease is not None:
                 items.append(lease)
             inbox: Inbox | None = self.inbound.inbox(rk)
             if inbox is not None:
-                aborted = inbox.abort_in_flight("session_reset", at=now, actor=actor, cause=cause)
+                aborted = [] if borrowed else inbox.abort_in_flight("session_reset", at=now, actor=actor, cause=cause)
                 if inbox.drop({HUMAN, QUEUED}, "session_reset", at=now, actor=actor, cause=cause) or aborted:
                     items.append(inbox)
             if session is not None:

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, TYPE_CHECKING
 
 from .base import TurnlogAggregate
+from .rekey import SHARED_TO_PER_USER
 
 
 class Route(TurnlogAggregate):
@@ -20,6 +21,7 @@ class Route(TurnlogAggregate):
         parts: tuple[str, ...]
         origin: dict[str, Any] | None
         session_id: str | None
+        bound_reason: str | None  # why it points at its session (RouteBound.reason)
 
     class Created(TurnlogAggregate.Created):
         TOPIC = "turnlog:RouteRegistered"
@@ -32,6 +34,7 @@ class Route(TurnlogAggregate):
             route.parts = tuple(self.parts)
             route.origin = self.origin
             route.session_id = None
+            route.bound_reason = None
 
     class Bound(TurnlogAggregate.Event):
         TOPIC = "turnlog:RouteBound"
@@ -41,6 +44,7 @@ class Route(TurnlogAggregate):
 
         def apply(self, route: "Route") -> None:
             route.session_id = self.session_id
+            route.bound_reason = self.reason
 
     class Detached(TurnlogAggregate.Event):
         TOPIC = "turnlog:RouteDetached"
@@ -49,6 +53,7 @@ class Route(TurnlogAggregate):
 
         def apply(self, route: "Route") -> None:
             route.session_id = None
+            route.bound_reason = None
 
     class OriginChanged(TurnlogAggregate.Event):
         TOPIC = "turnlog:RouteOriginChanged"
@@ -68,6 +73,12 @@ class Route(TurnlogAggregate):
 
         def apply(self, route: "Route") -> None:
             pass  # an audit record: the route is unchanged
+
+    def borrows_its_session(self) -> bool:
+        """True when a rekey split this key off a shared session that other keys still point at:
+        `/new` on it lets go of that session and leaves it to them (docs/behaviour.md §18)."""
+        # Snapshots taken before the field existed lack it.
+        return getattr(self, "bound_reason", None) == SHARED_TO_PER_USER
 
     def bind(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
         if session_id != self.session_id:

@@ -58,10 +58,11 @@ class ExportReport:
 
 
 def export_home(out_home: str, *, views: "Views", routing_map: Callable[[], dict[str, Any]], clock: "Clock",
-                force: bool = False) -> ExportReport:
+                force: bool = False, key_settings: dict[str, bool] | None = None) -> ExportReport:
     """Write the log's sessions as a Hermes home at `out_home`. `views` read the sessions,
     transcripts and import records (caught up by the caller); `routing_map()` gives the routing
-    map as sessions.json holds it (Turnlog.export_routing); `clock` dates the routing entries."""
+    map as sessions.json holds it (Turnlog.export_routing); `clock` dates the routing entries;
+    `key_settings`: the key flags the log records (a rekey's), which config.yaml then says."""
     home = Path(out_home).expanduser()
     if home.is_symlink():
         raise InvalidRequest(f"{home} is a symbolic link: not followed; give the real path")
@@ -71,7 +72,7 @@ def export_home(out_home: str, *, views: "Views", routing_map: Callable[[], dict
     records = _records(views, sessions)
     homes = _home_records(views)
     routing = _routing(routing_map(), records, report := ExportReport(home=str(home.absolute())))
-    files = _files(routing, homes)
+    files = _files(routing, homes, key_settings)
     for relative in ("state.db", *files):
         _check_links(home, relative)
     if os.path.lexists(home / "state.db") and not force:
@@ -333,13 +334,15 @@ def _insert(db: sqlite3.Connection, table: str, row: dict[str, Any], *, ignore: 
                f" VALUES ({', '.join('?' * len(names))})", [row[n] for n in names])
 
 
-def _files(routing: dict[str, dict[str, Any]], homes: list[HermesHomeImported]) -> dict[str, str]:
-    """The home's files beside state.db (relative path -> text)."""
+def _files(routing: dict[str, dict[str, Any]], homes: list[HermesHomeImported],
+           key_settings: dict[str, bool] | None) -> dict[str, str]:
+    """The home's files beside state.db (relative path -> text); config.yaml holds the log's key
+    settings, else those of the last imported home that had some."""
     files = {"sessions/sessions.json": json.dumps({"_README": SESSIONS_README, **routing}, indent=2)}
     mappings = {name: value for record in homes for name, value in record.lid_mappings.items()}
     for name, value in mappings.items():
         files[f"{LID_DIRS[0]}/{name}"] = json.dumps(value)
-    options = next((r.key_options for r in reversed(homes) if r.key_options), None)
+    options = key_settings or next((r.key_options for r in reversed(homes) if r.key_options), None)
     if options:
         lines = ["# written by turnlog export-hermes: the keys that shape session keys"]
         lines += [f"{name}: {'true' if value else 'false'}" for name, value in options.items()]

@@ -12,12 +12,21 @@ def _short(text: Any, n: int = 48) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def _flags(settings: Any) -> str:
+    """group/thread_sessions_per_user as `group=per user, thread=shared`."""
+    settings = settings or {}
+    return ", ".join(f"{name}={'per user' if settings.get(f'{name}_sessions_per_user') else 'shared'}"
+                     for name in ("group", "thread"))
+
+
 SUMMARIES: dict[str, Summary] = {
     "RouteRegistered": lambda d: f"route registered for {d.get('session_key')}",
     "RouteBound": lambda d: f"route -> {d.get('session_id')} ({d.get('reason')})"
     + (f", was {d['previous_session_id']}" if d.get("previous_session_id") else ""),
     "RouteDetached": lambda d: f"route detached from {d.get('session_id')} ({d.get('reason')})",
     "RouteOriginChanged": lambda d: "route origin updated",
+    "KeySettingsChanged": lambda d: f"key settings {_flags(d.get('old'))} -> {_flags(d.get('new'))},"
+    f" {d.get('moves')} route(s) moved",
     "ResumeRefused": lambda d: f"/resume {d.get('requested_session_id')} refused ({d.get('reason')})",
     "SessionCreated": lambda d: f"session {d.get('session_id')} created ({d.get('reason')})"
     + (f", parent {d['parent_session_id']}" if d.get("parent_session_id") else ""),
