@@ -20,10 +20,10 @@ import re
 import time
 import unicodedata
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 from ..errors import InvalidRequest
 from .source import ChatType, Platform, SessionSource
@@ -129,21 +129,12 @@ def legacy_slack_key(
     )
 
 
-def legacy_account_key(
-    source: SessionSource,
-    *,
-    group_sessions_per_user: bool = True,
-    thread_sessions_per_user: bool = False,
-    profile: str | None = None,
-    whatsapp_aliases: WhatsAppAliases = None,
-) -> RoutingKey | None:
-    """The key a source naming its bot account had before accounts were known, else None."""
+def legacy_account_key(source: SessionSource, **options: Any) -> RoutingKey | None:
+    """The key a source naming its bot account had before accounts were known (`options` as for
+    resolve_routing_key), else None."""
     if not source.account_id:
         return None
-    return _resolve(
-        source, group_sessions_per_user, thread_sessions_per_user, profile, whatsapp_aliases,
-        with_slack_scope=True, with_account=False,
-    )
+    return resolve_routing_key(replace(source, account_id=None), **options)
 
 
 def _namespace(profile: str | None) -> str:
