@@ -5,6 +5,7 @@ the account by the rules of the Slack workspace migration."""
 from __future__ import annotations
 
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,26 @@ def test_a_delivery_recorded_before_accounts_existed_still_loads(tmp_path):
         with pytest.raises(InvalidRequest, match="is already delivered"):  # read back, state and all
             old.turns.deliver(uuid.UUID(first.delivery_id), lambda text: None)
         assert old.verify()["ok"]
+
+
+def test_two_accounts_racing_for_one_old_dm_split_it_once(make_turnlog):
+    ids = SequentialIds()
+    gateways = [make_turnlog(owner="gateway-a", session_ids=ids), make_turnlog(owner="gateway-b", session_ids=ids)]
+    for round_no in range(8):
+        user = f"u{round_no}"
+        old = gateways[0].get_or_create_session(weixin(None, user=user))
+        start = threading.Barrier(2)
+        results: dict[str, Any] = {}
+
+        def claim(gateway, account: str) -> None:
+            start.wait(timeout=30)
+            results[account] = gateway.get_or_create_session(weixin(account, user=user))
+
+        threads = [threading.Thread(target=claim, args=(g, a)) for g, a in zip(gateways, ("bot_a", "bot_b"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+
+        assert sorted((r.session_id == old.session_id, r.reason) for r in results.values()) == [
+            (False, "first_message"), (True, "account_migration")], f"round {round_no}"
