@@ -25,6 +25,8 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--user-id", default=None, help="The sender's platform user id."),
         click.option("--user-id-alt", default=None, help="Stable alternate user id; wins over --user-id."),
         click.option("--scope-id", default=None, help="Workspace/guild scope (part of Slack keys)."),
+        click.option("--account-id", default=None,
+                     help="The gateway's bot account the message arrived on (part of the key when given)."),
         click.option("--chat-name", default=None, help="Display name of the chat."),
         click.option("--user-name", default=None, help="Display name of the sender."),
         click.option("--profile", default=None, help="Multiplex profile (namespace agent:<profile>)."),
@@ -44,7 +46,7 @@ def make_source(options: dict[str, Any]) -> SessionSource:
 
 
 _SOURCE_FIELDS = ("platform", "chat_type", "chat_id", "thread_id", "user_id", "user_id_alt", "scope_id",
-                  "chat_name", "user_name", "profile", "message_id")
+                  "account_id", "chat_name", "user_name", "profile", "message_id")
 
 
 @command()

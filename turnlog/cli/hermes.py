@@ -70,7 +70,7 @@ def _import_text(report: Any, dry_run: bool, out: Output) -> None:
              f" ledger rows: {report.ledger_rows} ({report.owed_replies} owed, in the ledger now);"
              f" restart counters: {report.restart_counts}")
     if report.routes_rekeyed:
-        out.line(f"\nSlack keys moved to their workspace: {len(report.routes_rekeyed)}")
+        out.line(f"\nKeys moved to their Slack workspace or bot account: {len(report.routes_rekeyed)}")
         out.rows(report.routes_rekeyed, ["hermes_key", "session_key"])
     if report.key_options.get("whatsapp_aliases"):
         out.line(f"\nWhatsApp keys use the bridge's aliases: route with"

@@ -35,7 +35,7 @@ class DeliveryCommands:
             Delivery.Created, id=delivery_id(session_id, seq), at=self.ctx.clock.now(), actor=actor, cause=cause,
             session_id=session_id, seq=seq, session_key=session_key, platform=reply_to.get("platform"),
             chat_id=reply_to.get("chat_id"), thread_id=reply_to.get("thread_id"), content=content, turn_id=turn_id,
-            inbound_message_id=inbound_message_id,
+            inbound_message_id=inbound_message_id, account_id=reply_to.get("account_id"),
         )
 
     def load(self, ident: UUID, fresh: bool = True) -> Delivery:

@@ -12,7 +12,9 @@ from datetime import datetime
 from typing import Any, Callable, Iterable
 
 from ..domain.key_settings import KeySettings
-from ..domain.keys import RoutingKey, legacy_slack_key, require_conversation, resolve_routing_key
+from ..domain.keys import (
+    RoutingKey, legacy_account_key, legacy_slack_key, require_conversation, resolve_routing_key,
+)
 from ..domain.ownership import bound_session_ids
 from ..domain.policy import route_decision
 from ..domain.route import Route
@@ -35,6 +37,7 @@ FORCE_NEW = "force_new"
 ROUTE_DETACHED = "route_detached"
 PREVIOUS_ENDED = "previous_ended"
 SLACK_SCOPE_MIGRATION = "slack_scope_migration"  # a pre-workspace Slack route moved to its workspace key
+ACCOUNT_MIGRATION = "account_migration"  # a route keyed before its bot account was known moved to the account's key
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,15 @@ def origin_of(source: SessionSource) -> dict[str, Any]:
     origin = source.to_dict()
     origin.pop("message_id", None)
     return origin
+
+
+def _may_move(origin: dict[str, Any], source: SessionSource, name: str) -> bool:
+    """Whether a route whose key lacks the source's `name` (scope_id, account_id) may move to it."""
+    wanted = getattr(source, name)
+    if not wanted:
+        return True  # the source names none, so the older key lacks nothing here
+    named = origin.get(name)
+    return named == wanted if named else source.chat_type == "dm"
 
 
 class RoutingCommands:
@@ -117,9 +129,9 @@ class RoutingCommands:
         if route is None:
             route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
                                 session_key=rk.key, parts=list(rk.parts), origin=origin)
-            legacy = None if force_new else self._legacy_slack_route(source)
+            legacy = None if force_new else self._legacy_route(source)
             if legacy is not None:
-                return self._adopt_legacy(route, legacy, rk, origin, now, actor, cause, also)
+                return self._adopt_legacy(route, *legacy, rk, origin, now, actor, cause, also)
             return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
         current: Session | None = ctx.session(route.session_id, fresh) if route.session_id else None
         if force_new:
@@ -146,34 +158,39 @@ class RoutingCommands:
             current.end(end_reason, at=now, actor=actor if force_new else "system:policy", cause=cause)
         return self._new_session(route, rk, origin, reason, current, now, actor, cause, also)
 
-    def _legacy_slack_route(self, source: SessionSource) -> Route | None:
-        """The pre-workspace route this scoped Slack source may take over (docs/behaviour.md §12), or None.
+    def _legacy_route(self, source: SessionSource) -> tuple[Route, str] | None:
+        """The route stored under an older key of this source that it may take over, and why
+        (docs/behaviour.md §12, §12.1); None when there is none.
 
-        A legacy route whose origin names a workspace moves only to that workspace; a scope-less
-        DM goes to the first workspace that arrives; a scope-less channel or group never moves,
-        since its id may exist in several workspaces and adopting it could leak a transcript.
+        Older keys lack the bot account, or (pre-workspace Slack) the workspace and the account.
+        For each of those the source names, the old route's origin must name the same one, or name
+        none while the chat is a DM: the first workspace or account to arrive takes such a DM. A
+        group or channel whose origin names none never moves: its id may be shared by several
+        workspaces or reached by several bots, and adopting it could show one another's transcript.
         """
-        legacy = legacy_slack_key(source, **self._key_options(source, self.ctx.key_settings()))
-        if legacy is None:
-            return None
-        route: Route | None = self.ctx.get(legacy.route_id)
-        if route is None or route.session_id is None:
-            return None
-        scope = (route.origin or {}).get("scope_id")
-        if scope:
-            return route if scope == source.scope_id else None
-        return route if source.chat_type == "dm" else None
+        options = self._key_options(source, self.ctx.key_settings())
+        older = ((legacy_account_key(source, **options), ("account_id",), ACCOUNT_MIGRATION),
+                 (legacy_slack_key(source, **options), ("scope_id", "account_id"), SLACK_SCOPE_MIGRATION))
+        for legacy, missing, reason in older:
+            if legacy is None:
+                continue
+            route: Route | None = self.ctx.get(legacy.route_id)
+            if route is None or route.session_id is None:
+                continue
+            if all(_may_move(route.origin or {}, source, name) for name in missing):
+                return route, reason
+        return None
 
-    def _adopt_legacy(self, route: Route, legacy: Route, rk: RoutingKey, origin: dict[str, Any], now: datetime,
-                      actor: str, cause: str, also: Also) -> RouteResult:
+    def _adopt_legacy(self, route: Route, legacy: Route, reason: str, rk: RoutingKey, origin: dict[str, Any],
+                      now: datetime, actor: str, cause: str, also: Also) -> RouteResult:
         session: Session | None = self.ctx.session(legacy.session_id) if legacy.session_id else None
         if session is None or session.ended:
             return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
-        legacy.detach(reason=SLACK_SCOPE_MIGRATION, at=now, actor=actor, cause=cause)
-        route.bind(session.session_id, reason=SLACK_SCOPE_MIGRATION, at=now, actor=actor, cause=cause)
+        legacy.detach(reason=reason, at=now, actor=actor, cause=cause)
+        route.bind(session.session_id, reason=reason, at=now, actor=actor, cause=cause)
         session.touch(rk.key, at=now, actor=actor, cause=cause)
         position = self.ctx.save(legacy, route, session, *also(session.session_id, False))
-        return self._result(rk, session.session_id, False, SLACK_SCOPE_MIGRATION, None, position)
+        return self._result(rk, session.session_id, False, reason, None, position)
 
     def replacement_reason(self, session_key: str, current: Session, source: SessionSource,
                            now: datetime) -> str | None:

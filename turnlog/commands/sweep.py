@@ -80,7 +80,8 @@ class SweepCommands:
         if delivery is None:
             return outcome
         target = {"delivery_id": str(ident), "session_id": delivery.session_id, "session_key": delivery.session_key,
-                  "platform": delivery.platform, "chat_id": delivery.chat_id, "thread_id": delivery.thread_id}
+                  "platform": delivery.platform, "chat_id": delivery.chat_id, "thread_id": delivery.thread_id,
+                  "account_id": delivery.account_id}
         try:
             send(target, delivery.outbound_text)
             error = None

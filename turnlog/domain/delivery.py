@@ -9,7 +9,7 @@ failed; a failed or stale attempt may be retried until MAX_ATTEMPTS, then it is 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
@@ -38,6 +38,7 @@ class Delivery(TurnlogAggregate):
         platform: str | None
         chat_id: str | None
         thread_id: str | None
+        account_id: str | None
         content: str
         state: str
         attempts: int
@@ -47,7 +48,11 @@ class Delivery(TurnlogAggregate):
         recorded_at: datetime
 
     class Created(TurnlogAggregate.Created):
+        """`account_id` (version 2): the bot account the reply goes out through, so a resend
+        reaches the chat through the bot it was owed by; None when the source named none."""
+
         TOPIC = "turnlog:DeliveryRecorded"
+        class_version = 2
         session_id: str
         seq: int
         session_key: str
@@ -57,6 +62,11 @@ class Delivery(TurnlogAggregate):
         content: str
         turn_id: str | None
         inbound_message_id: str | None
+        account_id: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["account_id"] = None
 
         def apply(self, d: "Delivery") -> None:
             d.session_id = self.session_id
@@ -65,6 +75,7 @@ class Delivery(TurnlogAggregate):
             d.platform = self.platform
             d.chat_id = self.chat_id
             d.thread_id = self.thread_id
+            d.account_id = self.account_id
             d.content = self.content
             d.state = "pending"
             d.attempts = 0

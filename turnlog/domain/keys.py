@@ -5,8 +5,11 @@ session_key; its route_id is derived from the parts themselves, so two sources w
 ":" can share a key string without sharing a route.
 
 Layout (Hermes rules, newer design):
-    dm:      <ns>:<platform>:dm[:<slack scope>][:<chat or participant>][:<thread>]
-    other:   <ns>:<platform>:<chat_type>[:<slack scope>][:<chat>][:<thread>][:<participant>]
+    dm:      <ns>:<platform>:dm[:<slack scope>][:<account>][:<chat or participant>][:<thread>]
+    other:   <ns>:<platform>:<chat_type>[:<slack scope>][:<account>][:<chat>][:<thread>][:<participant>]
+
+The account (the gateway's bot a message arrived on) is there only when the source names one, so
+every key of a source without it is the key it always was.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import re
 import time
 import unicodedata
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 from ..errors import InvalidRequest
 from .source import ChatType, Platform, SessionSource
@@ -116,13 +119,22 @@ def legacy_slack_key(
     profile: str | None = None,
     whatsapp_aliases: WhatsAppAliases = None,
 ) -> RoutingKey | None:
-    """The pre-workspace key of a scoped Slack source (what older gateways stored), else None."""
+    """The pre-workspace key of a scoped Slack source (what older gateways stored, which had no
+    accounts either), else None."""
     if source.platform != Platform.SLACK or not source.scope_id:
         return None
     return _resolve(
         source, group_sessions_per_user, thread_sessions_per_user, profile, whatsapp_aliases,
-        with_slack_scope=False,
+        with_slack_scope=False, with_account=False,
     )
+
+
+def legacy_account_key(source: SessionSource, **options: Any) -> RoutingKey | None:
+    """The key a source naming its bot account had before accounts were known (`options` as for
+    resolve_routing_key), else None."""
+    if not source.account_id:
+        return None
+    return resolve_routing_key(replace(source, account_id=None), **options)
 
 
 def _namespace(profile: str | None) -> str:
@@ -143,16 +155,18 @@ def _resolve(
     whatsapp_aliases: WhatsAppAliases,
     *,
     with_slack_scope: bool,
+    with_account: bool = True,
 ) -> RoutingKey:
     platform = source.platform
     slack_scope = source.scope_id if with_slack_scope and platform == Platform.SLACK else None
+    # Where the conversation lives: the Slack workspace, then the bot account it reached.
+    scopes = [scope for scope in (slack_scope, source.account_id if with_account else None) if scope]
     parts = [_namespace(profile), platform]
 
     if source.chat_type == ChatType.DM:
         # A DM is one person's conversation: never shared, never suffixed with the sender.
         parts.append(ChatType.DM.value)
-        if slack_scope:
-            parts.append(slack_scope)
+        parts.extend(scopes)
         chat = source.chat_id
         if chat and platform == Platform.WHATSAPP:
             chat = canonical_whatsapp_identifier(chat, whatsapp_aliases)
@@ -167,8 +181,7 @@ def _resolve(
     # in-thread follow-ups land in the same session. A real thread id wins.
     thread = source.thread_id or source.prospective_thread_id
     parts.append(ChatType.THREAD.value if thread and not source.thread_id else source.chat_type)
-    if slack_scope:
-        parts.append(slack_scope)
+    parts.extend(scopes)
     if source.chat_id:
         parts.append(source.chat_id)
     if thread:

@@ -160,7 +160,7 @@ _NORMALISERS: Mapping[str, Callable[[Any], Any]] = {
         name: _optional_id(name)
         for name in (
             "user_id", "thread_id", "user_id_alt", "chat_id_alt", "scope_id", "guild_id",
-            "parent_chat_id", "message_id", "profile", "prospective_thread_id",
+            "parent_chat_id", "message_id", "profile", "prospective_thread_id", "account_id",
         )
     },
 }
@@ -169,7 +169,7 @@ _NORMALISERS: Mapping[str, Callable[[Any], Any]] = {
 _ALWAYS_FIELDS = ("chat_id", "chat_name", "chat_type", "user_id", "user_name", "thread_id", "chat_topic")
 _OPTIONAL_BEFORE_SCOPE = ("user_id_alt", "chat_id_alt")
 _OPTIONAL_AFTER_SCOPE = ("parent_chat_id", "message_id", "profile")
-_OPTIONAL_TAIL = ("auto_thread_initial_name", "prospective_thread_id")
+_OPTIONAL_TAIL = ("auto_thread_initial_name", "prospective_thread_id", "account_id")
 _DESCRIPTION_PREFIX = {ChatType.GROUP.value: "group: ", ChatType.CHANNEL.value: "channel: "}
 
 
@@ -202,6 +202,9 @@ class SessionSource:
     prospective_thread_id: str | None = None
     # Trust flag set by the authenticated relay transport; never serialised, so a peer cannot forge it.
     delivered_via_upstream_relay: bool = False
+    # The gateway's bot account the message arrived on (a second WeChat account, another Telegram
+    # bot); when given it is part of the key, so one person's chats with two bots stay apart.
+    account_id: str | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         normalise = _NORMALISERS.get(name)

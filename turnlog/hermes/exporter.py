@@ -203,7 +203,7 @@ def _routing(routing: dict[str, Any], records: dict[str, HermesSessionImported],
         if hermes_key in out:
             report.skipped.append({"what": f"routing key {key}",
                                    "reason": f"same Hermes key as another route ({hermes_key}): Hermes keys have"
-                                             " no Slack workspace"})
+                                             " no Slack workspace and no bot account"})
             continue
         record = records.get(entry["session_id"])
         imported = record.routing_entry if record is not None else None
@@ -221,18 +221,20 @@ def _routing(routing: dict[str, Any], records: dict[str, HermesSessionImported],
 
 
 def _hermes_key(key: str, origin: dict[str, Any] | None) -> str:
-    """Hermes 0.19.0 keys carry no Slack workspace: turnlog's puts it right after the chat-type
-    slot (keys.py), so the Hermes key is the same key without that part."""
-    scope = (origin or {}).get("scope_id")
-    head, sep, tail = key.partition(":slack:")
-    if not scope or not sep:
+    """Hermes 0.19.0 keys carry no Slack workspace and no bot account: turnlog's put them right
+    after the chat-type slot, the workspace first (keys.py), so the Hermes key is the same key
+    without those parts."""
+    origin = origin or {}
+    platform = origin.get("platform")
+    scopes = [origin.get("scope_id") if platform == "slack" else None, origin.get("account_id")]
+    head, sep, tail = key.partition(f":{platform}:")
+    if not sep or not any(scopes):
         return key
     slot, _, rest = tail.partition(":")
-    if rest == scope:
-        return f"{head}{sep}{slot}"
-    if rest.startswith(f"{scope}:"):
-        return f"{head}{sep}{slot}:{rest[len(scope) + 1:]}"
-    return key
+    for scope in scopes:
+        if scope and (rest == scope or rest.startswith(f"{scope}:")):
+            rest = rest[len(scope) + 1:]
+    return f"{head}{sep}{slot}:{rest}" if rest else f"{head}{sep}{slot}"
 
 
 def _write_sessions(views: "Views", db: sqlite3.Connection, sessions: list[dict[str, Any]],

@@ -24,7 +24,7 @@ from ..domain.history import COMPACTED as COMPACTED_FATE, UNDONE
 from ..commands.titles import TitleCommands
 from ..domain.imported import (IMPORT_ACTOR, HermesHomeImported, HermesSessionImported, hermes_home_id,
                                hermes_record_id, import_cause)
-from ..domain.keys import RoutingKey, legacy_slack_key, resolve_routing_key
+from ..domain.keys import RoutingKey, legacy_account_key, legacy_slack_key, resolve_routing_key
 from ..domain.lease import TurnLease
 from ..domain.policy import END_REASONS, FOREIGN_END_REASONS
 from ..domain.route import Route
@@ -69,7 +69,7 @@ class ImportReport:
     inactive_rows_kept: int = 0  # inactive rows of no known role: kept whole in the import record only
     marker_rows_kept: int = 0  # session_meta markers: in the import record, never in a transcript
     routes_imported: int = 0
-    routes_rekeyed: list[dict[str, str]] = field(default_factory=list)  # Slack keys moved to their workspace
+    routes_rekeyed: list[dict[str, str]] = field(default_factory=list)  # keys moved to their workspace or bot account
     suspended: int = 0
     resume_pending: int = 0
     ledger_rows: int = 0
@@ -231,9 +231,10 @@ class HermesImporter:
     def _routing_key(self, home: HermesHome, key: str, origin: dict[str, Any]) -> tuple[RoutingKey | None, str | None]:
         """The turnlog key of a Hermes entry, recomputed from its origin by the one key rule.
 
-        Hermes keys have no Slack workspace; turnlog's do (seed 000). An entry whose origin names
-        its workspace moves to the workspace key (§12 rule 1); one without stays on the legacy
-        key, where routing applies rules 2 and 3 when a scoped message arrives.
+        Hermes keys have no Slack workspace and no bot account; turnlog's do (seed 000). An entry
+        whose origin names its workspace or account moves to that key (§12 and §12.1, rule 1); one
+        without stays on the legacy key, where routing applies rules 2 and 3 when a message
+        naming one arrives.
         """
         try:
             source = SessionSource.from_dict(origin)
@@ -247,9 +248,10 @@ class HermesImporter:
         rk = resolve_routing_key(source, **options)
         if rk.key == key:
             return rk, None
-        legacy = legacy_slack_key(source, **options)
-        if legacy is not None and legacy.key == key:
-            return rk, None
+        # An origin naming its bot account moves to the account's key too (§12.1 rule 1).
+        for legacy in (legacy_account_key(source, **options), legacy_slack_key(source, **options)):
+            if legacy is not None and legacy.key == key:
+                return rk, None
         return None, f"the key does not follow from its origin (recomputed {rk.key})"
 
     # -- writing ----------------------------------------------------------------------------
@@ -460,7 +462,7 @@ class HermesImporter:
         report.routes_imported += 1
         if rk.key != entry.get("session_key"):
             report.routes_rekeyed.append({"hermes_key": entry.get("session_key") or "", "session_key": rk.key,
-                                          "session_id": session_id, "rule": "Slack workspace in the key (spec §12)"})
+                                          "session_id": session_id, "rule": _rekey_rule(origin)})
         return route
 
     def _record_home(self, home: HermesHome, report: ImportReport) -> None:
@@ -477,6 +479,13 @@ class HermesImporter:
             self.ctx.save(event)
         except IntegrityError:
             pass  # another importer of the same home recorded it first
+
+
+def _rekey_rule(origin: dict[str, Any]) -> str:
+    """What an imported key gained: the Slack workspace (§12), the bot account (§12.1), or both."""
+    gained = [what for what, there in (("Slack workspace", origin.get("platform") == "slack" and origin.get("scope_id")),
+                                       ("bot account", origin.get("account_id"))) if there]
+    return f"{' and '.join(gained)} in the key (spec §12)"
 
 
 def _profile_of(namespace: str) -> str | None:

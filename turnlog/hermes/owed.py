@@ -67,7 +67,7 @@ def import_owed_replies(ctx: CommandContext, home: HermesHome, rows: dict[str, d
             Delivery.Created, id=ident, at=now, actor=IMPORT_ACTOR, cause=cause, session_id=session_id, seq=seq,
             session_key=turnlog_key.get(session_id, key), platform=_text(obligation.get("platform")),
             chat_id=_text(obligation.get("chat_id")), thread_id=_text(obligation.get("thread_id")), content=content,
-            turn_id=None, inbound_message_id=None)
+            turn_id=None, inbound_message_id=None, account_id=None)
         delivery.mark_unsure(at=now, actor=IMPORT_ACTOR, cause=cause)
         try:
             ctx.save(delivery)
