@@ -28,8 +28,8 @@ from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunning, HermesHomeError, InvalidRequest,
-                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
-                     StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
+                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown,
+                     SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
 from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, SuspendedSession
@@ -113,6 +113,7 @@ __all__ = [
     "RoutingKey",
     "RunningTurn",
     "SearchHit",
+    "SendOutcomeUnknown",
     "SequentialIds",
     "SessionOwnedElsewhere",
     "SessionRow",

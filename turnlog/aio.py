@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
 from .api import CLOSE_WAIT_S, Turnlog
+from .commands.delivery import takes_idempotency_key
 from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
@@ -98,7 +99,10 @@ class AsyncTurnlog:
 
         def sender(text: str) -> None:
             self._wait(asyncio.run_coroutine_threadsafe(_awaited(send(text)), loop))
-        return responder, sender
+
+        def keyed_sender(text: str, idempotency_key: str) -> None:
+            self._wait(asyncio.run_coroutine_threadsafe(_awaited(send(text, idempotency_key=idempotency_key)), loop))
+        return responder, keyed_sender if takes_idempotency_key(send) else sender
 
     def _pull(self, loop: asyncio.AbstractEventLoop, stream: AsyncIterator[Any]) -> Iterator[Any]:
         """An async generator's messages, one at a time, for the writer in the worker thread."""
@@ -180,6 +184,11 @@ class AsyncTurnlog:
 
         def sweep_send(target: dict[str, Any], text: str) -> None:
             self._wait(asyncio.run_coroutine_threadsafe(_awaited(send(target, text)), loop))
+        reconcile = options.get("reconcile")
+        if reconcile is not None:
+            def bridged(target: dict[str, Any], attempt: Any) -> Any:
+                return self._wait(asyncio.run_coroutine_threadsafe(_awaited(reconcile(target, attempt)), loop))
+            options["reconcile"] = bridged
         return await self.run(self.turnlog.sweep_deliveries, sweep_send, **options)
 
     async def resume_interrupted(self, agent: AsyncAgent, send: AsyncSend) -> list[TurnOutcome]:

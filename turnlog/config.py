@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
 from .domain.batching import TextBatching
+from .domain.delivery import HOLD, MAX_ATTEMPTS, RESEND
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
 
@@ -57,6 +58,19 @@ class EngineConfig:
     # How long a gateway boot counts as alive after its last heartbeat (renewed every third of it).
     heartbeat_ttl_s: float = field(
         default_factory=lambda: _float_env("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S))
+
+    # A reply's sends before it is dead-lettered for an operator (turnlog ledger retry | abandon).
+    delivery_max_attempts: int = MAX_ATTEMPTS
+    # What the sweep does with a send of unknown outcome when no reconcile hook can tell, by platform
+    # ("*": the others): "resend" (with the recovered-reply prefix) or "hold" (for an operator).
+    unknown_send_policy: Mapping[str, str] = field(default_factory=lambda: {"*": RESEND})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.delivery_max_attempts, int) or self.delivery_max_attempts < 1:
+            raise ValueError(f"delivery_max_attempts must be a positive integer, got {self.delivery_max_attempts!r}")
+        bad = {p: v for p, v in dict(self.unknown_send_policy).items() if v not in (RESEND, HOLD)}
+        if bad:
+            raise ValueError(f"unknown_send_policy values must be 'resend' or 'hold', got {bad!r}")
 
     def key_options(self) -> dict[str, Any]:
         return {

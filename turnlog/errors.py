@@ -20,7 +20,8 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     ├── QueueFull                 the key already has the most items waiting
     ├── GatewayStillRunning       a boot of the gateway is alive elsewhere
     ├── SessionOwnedElsewhere     the session belongs to another routing key
-    └── HermesHomeError           a Hermes home whose state cannot be read
+    ├── HermesHomeError           a Hermes home whose state cannot be read
+    └── SendOutcomeUnknown        raised BY a platform sender: the send may have reached the chat
 
 Catch `TurnlogError` for all of them. A failure that is none of these is a bug (or an error of
 the platform below: sqlite3, psycopg) and is not wrapped.
@@ -118,3 +119,9 @@ class TurnlogClosed(TurnCancelled):
     """The Turnlog was closed while the turn ran (after waiting for it as long as close was told):
     the turn was cancelled, its lease released and its item failed; nothing it writes afterwards
     is accepted."""
+
+
+class SendOutcomeUnknown(TurnlogError):
+    """Raised by a platform sender (not by turnlog) when a send may have reached the platform
+    though it failed at the client, e.g. a timeout after the request was written. The delivery is
+    recorded `unknown` and never blindly resent (docs/behaviour.md: sends of unknown outcome)."""
