@@ -91,9 +91,13 @@ class SweepCommands:
                 delivery.dead_letter(reason, at=now, actor=self.owner, cause="sweep")
                 ctx.save(delivery)
                 return "dead"
-            if delivery.state == "unknown":
+            if delivery.state in ("unknown", "attempting"):  # attempting: by a boot that died mid-send
                 verdict = self._verdict(delivery, reconcile)
+                if verdict != "resend" and delivery.state == "attempting":
+                    delivery.mark_unsure(at=now, actor=self.owner, cause="sweep")
                 if verdict is None:
+                    if delivery.pending_events:
+                        ctx.save(delivery)
                     return "held"
                 if verdict != "resend":
                     delivery.reconcile(verdict, at=now, actor=self.owner,
