@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .domain.batching import TextBatching
 from .domain.delivery import HOLD, MAX_ATTEMPTS, RESEND
-from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
+from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S, check_windows
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
 
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
@@ -50,7 +50,9 @@ class EngineConfig:
     # duplicate (docs/behaviour.md §14) on these platforms ("*": all); 0 s or no platform turns that rule off.
     # Hermes applies it in its Weixin adapter only: elsewhere "ok", "ok" are two real messages.
     # Message ids are deduplicated on every platform, always.
-    dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+    # One number for every platform, or one per platform ("*": the others): long enough for the
+    # platform's retry window (Slack retries for ~5 min, Feishu for ~7 h); at most 8 h.
+    dedup_window_s: float | Mapping[str, float] = DEFAULT_DEDUP_WINDOW_S
     dedup_text_platforms: frozenset[str] = DEFAULT_DEDUP_TEXT_PLATFORMS
     # Text batching (domain/batching.py), off unless platforms are named: with it, handle_message only
     # accepts a text and the gateway runs the merged burst with Turnlog.run_due_batches on a timer.
@@ -66,6 +68,7 @@ class EngineConfig:
     unknown_send_policy: Mapping[str, str] = field(default_factory=lambda: {"*": RESEND})
 
     def __post_init__(self) -> None:
+        check_windows(self.dedup_window_s)
         if not isinstance(self.delivery_max_attempts, int) or self.delivery_max_attempts < 1:
             raise ValueError(f"delivery_max_attempts must be a positive integer, got {self.delivery_max_attempts!r}")
         bad = {p: v for p, v in dict(self.unknown_send_policy).items() if v not in (RESEND, HOLD)}

@@ -7,7 +7,7 @@ from uuid import UUID
 
 import click
 
-from .base import TurnlogGroup, command, engine
+from .base import CommandGroup, command, engine
 from .output import Output, limit_option, output_options
 
 STATES = ["pending", "attempting", "delivered", "failed", "unknown", "dead", "abandoned"]
@@ -22,7 +22,7 @@ def _delivery_id(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise click.BadParameter(f"not a delivery id (a UUID from `turnlog ledger`): {value!r}") from None
 
 
-@click.group("ledger", cls=TurnlogGroup, invoke_without_command=True)
+@click.group("ledger", cls=CommandGroup, invoke_without_command=True)
 @click.option("--status", type=click.Choice(STATES), help="Only deliveries in this state.")
 @limit_option
 @output_options
