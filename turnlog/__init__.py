@@ -33,7 +33,7 @@ from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
-                     InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase,
+                     InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
@@ -136,6 +136,7 @@ __all__ = [
     "RoutingKey",
     "RunningTurn",
     "SearchHit",
+    "SendOutcomeUnknown",
     "SequentialIds",
     "SessionOwnedElsewhere",
     "SessionRow",

@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, 
 from .api import CLOSE_WAIT_S, Turnlog
 from .commands.awaiting import on_loop
 from .commands.compaction import Compaction
+from .commands.delivery import takes_idempotency_key
 from .commands.lease import LeaseToken
 from .commands.slash import CommandResult
 from .commands.turn import Turn, TurnOutcome
@@ -102,7 +103,10 @@ class AsyncTurnlog:
 
         def sender(text: str) -> None:
             self._wait(asyncio.run_coroutine_threadsafe(_awaited(send(text)), loop))
-        return responder, sender
+
+        def keyed_sender(text: str, idempotency_key: str) -> None:
+            self._wait(asyncio.run_coroutine_threadsafe(_awaited(send(text, idempotency_key=idempotency_key)), loop))
+        return responder, keyed_sender if takes_idempotency_key(send) else sender
 
     def _pull(self, loop: asyncio.AbstractEventLoop, stream: AsyncIterator[Any]) -> Iterator[Any]:
         """An async generator's messages, one at a time, for the writer in the worker thread."""
@@ -208,6 +212,11 @@ class AsyncTurnlog:
 
         def sweep_send(target: dict[str, Any], text: str) -> None:
             self._wait(asyncio.run_coroutine_threadsafe(_awaited(send(target, text)), loop))
+        reconcile = options.get("reconcile")
+        if reconcile is not None:
+            def bridged(target: dict[str, Any], attempt: Any) -> Any:
+                return self._wait(asyncio.run_coroutine_threadsafe(_awaited(reconcile(target, attempt)), loop))
+            options["reconcile"] = bridged
         return await self.run(self.turnlog.sweep_deliveries, sweep_send, **options)
 
     async def resume_interrupted(self, agent: AsyncAgent, send: AsyncSend) -> list[TurnOutcome]:

@@ -28,7 +28,7 @@ from .commands.boots import BootCommands, BootReport
 from .commands.gateways import GatewayRecords
 from .commands.recovery import RecoveryCommands, RecoveryReport
 from .commands.rekey import RekeyCommands, RekeyReport
-from .commands.sweep import SweepCommands, SweepReport, SweepSender
+from .commands.sweep import Reconcile, SweepCommands, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.runner import TurnRunner
@@ -421,6 +421,35 @@ class Turnlog:
         self.maintenance.catch_up()
         return [LedgerEntry.of(row, content) for row, content in self._views.ledger(status, limit)]
 
+    def retry_deliveries(self, delivery_id: _uuid.UUID | None = None, *, dead: bool = False,
+                         attempts: int | None = None, actor: str = "api", cause: str = "api") -> list[LedgerEntry]:
+        """Owe a dead, failed or unknown reply again (`delivery_id`, or every dead one with
+        `dead=True`), with `attempts` more attempts (default: the configured limit); the next
+        sweep sends it. Each is a DeliveryRetried event with this actor and cause."""
+        if (delivery_id is None) == (not dead):
+            raise InvalidRequest("retry_deliveries needs one delivery_id or dead=True")
+        if dead:
+            self.maintenance.catch_up()
+            ids = [_uuid.UUID(row.delivery_id) for row in self._views.dead_deliveries()]
+        else:
+            assert delivery_id is not None
+            ids = [delivery_id]
+        grant = attempts if attempts is not None else self._config.delivery_max_attempts
+        for ident in ids:
+            self._deliveries.retry(ident, attempts=grant, actor=actor, cause=cause)
+        return self._ledger_entries(ids)
+
+    def abandon_delivery(self, delivery_id: _uuid.UUID, reason: str, *, actor: str = "api",
+                         cause: str = "api") -> LedgerEntry:
+        """Give up on a reply for good (a DeliveryAbandoned event with the reason, actor and cause)."""
+        self._deliveries.abandon(delivery_id, reason, actor=actor, cause=cause)
+        return self._ledger_entries([delivery_id])[0]
+
+    def _ledger_entries(self, ids: list[_uuid.UUID]) -> list[LedgerEntry]:
+        self.maintenance.catch_up()
+        wanted = tuple(str(i) for i in ids)
+        return [LedgerEntry.of(row, content) for row, content in self._views.ledger(ids=wanted)] if wanted else []
+
     # -- gateway lifecycle and crash recovery ---------------------------------------------
 
     def start_gateway(self, name: str = "main") -> BootReport:
@@ -445,11 +474,17 @@ class Turnlog:
         """Recover unclean boots of gateway `name` from outside it (an operator, `turnlog recover`)."""
         return self._recovery.recover(name, dry_run=dry_run, current_boot=None)
 
-    def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
-        """Deliver what earlier boots owed; `send(target, text)` is the platform send (checked up
-        front: InvalidRequest for a sender that cannot take two arguments)."""
+    def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None,
+                         reconcile: Reconcile | None = None) -> SweepReport:
+        """Deliver what earlier boots owed and settle sends of unknown outcome; `send(target, text)`
+        is the platform send (checked up front: InvalidRequest for a sender that cannot take two
+        arguments; target["idempotency_key"] is the delivery's, for platforms that take one).
+        `reconcile(target, attempt)` answers whether an unknown send reached the chat (True,
+        False, None: cannot tell); without it the platform's `unknown_send_policy` decides."""
         require_sender(send, ("target", "text"), "sweep_deliveries")
-        return self._sweep.sweep(send, platforms=platforms)
+        if reconcile is not None:
+            require_sender(reconcile, ("target", "attempt"), "sweep_deliveries(reconcile=...)")
+        return self._sweep.sweep(send, platforms=platforms, reconcile=reconcile)
 
     def resume_candidates(self, name: str | None = None) -> list[ResumePendingSession]:
         """Sessions to auto-resume now; none during a boot storm."""

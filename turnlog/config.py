@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .domain.batching import TextBatching
-from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S
+from .domain.delivery import HOLD, MAX_ATTEMPTS, RESEND
+from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S, check_windows
 from .domain.key_settings import KeySettings
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
 
@@ -58,7 +59,9 @@ class EngineConfig:
     # duplicate (docs/behaviour.md §14) on these platforms ("*": all); 0 s or no platform turns that rule off.
     # Hermes applies it in its Weixin adapter only: elsewhere "ok", "ok" are two real messages.
     # Message ids are deduplicated on every platform, always.
-    dedup_window_s: float = DEFAULT_DEDUP_WINDOW_S
+    # One number for every platform, or one per platform ("*": the others): long enough for the
+    # platform's retry window (Slack retries for ~5 min, Feishu for ~7 h); at most 8 h.
+    dedup_window_s: float | Mapping[str, float] = DEFAULT_DEDUP_WINDOW_S
     dedup_text_platforms: frozenset[str] = DEFAULT_DEDUP_TEXT_PLATFORMS
     # Text batching (domain/batching.py), off unless platforms are named: with it, handle_message only
     # accepts a text and the gateway runs the merged burst with Turnlog.run_due_batches on a timer.
@@ -71,6 +74,12 @@ class EngineConfig:
     # session id (the originals stay searchable); "rotate" continues in a child session.
     compression_mode: str = "in_place"
     summariser: Summariser | None = None  # None: the deterministic fallback summary
+
+    # A reply's sends before it is dead-lettered for an operator (turnlog ledger retry | abandon).
+    delivery_max_attempts: int = MAX_ATTEMPTS
+    # What the sweep does with a send of unknown outcome when no reconcile hook can tell, by platform
+    # ("*": the others): "resend" (with the recovered-reply prefix) or "hold" (for an operator).
+    unknown_send_policy: Mapping[str, str] = field(default_factory=lambda: {"*": RESEND})
 
     def key_settings(self) -> KeySettings:
         """The flags this config says, the defaults where it says nothing (the log's, once recorded, win)."""
@@ -86,6 +95,12 @@ class EngineConfig:
                 if (mine := getattr(self, name)) is not None and mine != theirs]
 
     def __post_init__(self) -> None:
+        check_windows(self.dedup_window_s)
+        if not isinstance(self.delivery_max_attempts, int) or self.delivery_max_attempts < 1:
+            raise ValueError(f"delivery_max_attempts must be a positive integer, got {self.delivery_max_attempts!r}")
+        bad = {p: v for p, v in dict(self.unknown_send_policy).items() if v not in (RESEND, HOLD)}
+        if bad:
+            raise ValueError(f"unknown_send_policy values must be 'resend' or 'hold', got {bad!r}")
         if self.compression_mode not in COMPRESSION_MODES:
             raise ValueError(f"compression_mode must be one of {', '.join(COMPRESSION_MODES)},"
                              f" got {self.compression_mode!r}")

@@ -21,7 +21,8 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     ├── QueueFull                 the key already has the most items waiting
     ├── GatewayStillRunning       a boot of the gateway is alive elsewhere
     ├── SessionOwnedElsewhere     the session belongs to another routing key
-    └── HermesHomeError           a Hermes home whose state cannot be read
+    ├── HermesHomeError           a Hermes home whose state cannot be read
+    └── SendOutcomeUnknown        raised BY a platform sender: the send may have reached the chat
 
 One warning, `KeySettingsIgnored` (a UserWarning), says an EngineConfig's key settings lost to
 the log's (docs/configuration.md). Catch `TurnlogError` for all of the errors. A failure that is none of these is a bug (or an error of
@@ -139,3 +140,9 @@ class CompactionFailed(TurnlogError):
 class KeySettingsIgnored(UserWarning):
     """The EngineConfig sets a key flag (group/thread_sessions_per_user) other than the one the log
     records (`turnlog rekey` wrote it): routing follows the log, and the config's value is ignored."""
+
+
+class SendOutcomeUnknown(TurnlogError):
+    """Raised by a platform sender (not by turnlog) when a send may have reached the platform
+    though it failed at the client, e.g. a timeout after the request was written. The delivery is
+    recorded `unknown` and never blindly resent (docs/behaviour.md: sends of unknown outcome)."""

@@ -52,7 +52,7 @@ class GatewayStatus(TypedRow):
     """The gateway `gateway` now: its `last_boot` (None: never started), the turns running
     (`active_turns`), the leases their holders left to expire (`expired_leases`: no running turn,
     recovery's to close or the next taker's), the replies owed (`pending_deliveries`), and the
-    sessions waiting to be resumed or suspended."""
+    sessions waiting to be resumed or suspended, and the replies dead-lettered for an operator."""
     gateway: str
     last_boot: BootSummary | None
     active_turns: list[LeaseRow]
@@ -60,6 +60,7 @@ class GatewayStatus(TypedRow):
     pending_deliveries: list[OwedDelivery]
     resume_pending: list[ResumePendingSession]
     suspended: list[SuspendedSession]
+    dead_deliveries: list[OwedDelivery]  # given up by turnlog, waiting for an operator's retry or abandon
 
 
 def gateway_status(name: str, gateway: Gateway | None, views: Views, now: datetime) -> GatewayStatus:
@@ -79,6 +80,7 @@ def gateway_status(name: str, gateway: Gateway | None, views: Views, now: dateti
         resume_pending=[ResumePendingSession(r.session_id, r.session_key, r.reason, r.marked_at)
                         for r in views.resume_pending_any()],
         suspended=[SuspendedSession(r.session_id, r.session_key, r.reason) for r in views.suspended()],
+        dead_deliveries=views.dead_deliveries(),
     )
 
 

@@ -30,6 +30,8 @@ METHODS = {
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",
+    # an operator's decisions on the delivery ledger
+    "abandon_delivery", "retry_deliveries",
     # reads, audit and time travel
     "at", "diff", "events_around", "export", "export_routing", "fork", "history", "ledger", "message_fates",
     "queue", "queue_depths", "route_id", "routes", "search", "session", "sessions", "transcript", "turn_spans",

@@ -2,6 +2,8 @@
 
 import multiprocessing
 
+import pytest
+
 from turnlog import EngineConfig, ManualClock, SequentialIds, SessionSource, Turnlog
 
 from chat import alice, echo
@@ -121,3 +123,22 @@ def test_two_processes_accepting_one_message_id_at_once_accept_it_once(tmp_path)
     assert outcomes == ["None", "message_id", "message_id", "message_id"]
     with Turnlog(db) as t:
         assert [q["text"] for q in t.queue(alice())] == ["hello"]
+
+
+def test_the_text_window_is_settable_per_platform_for_its_retry_window(tmp_path):
+    feishu = SessionSource(platform="feishu", chat_type="dm", chat_id="f1", user_id="f1")
+    slack = SessionSource(platform="slack", chat_type="dm", chat_id="s1", user_id="s1", guild_id="T1")
+    config = EngineConfig(dedup_window_s={"feishu": 7 * 3600, "*": 300}, dedup_text_platforms=frozenset({"*"}))
+    clock = ManualClock()
+    with Turnlog(tmp_path / "d.db", clock=clock, session_ids=SequentialIds(), config=config) as t:
+        for src in (feishu, slack):
+            assert len(t.handle_message(src, "deploy", echo, lambda text: None)) == 1
+        clock.advance(6 * 3600)  # Feishu still retries this event; Slack gave up after 5 minutes
+        assert t.handle_message(feishu, "deploy", echo, lambda text: None) == []
+        assert len(t.handle_message(slack, "deploy", echo, lambda text: None)) == 1
+
+
+def test_a_window_beyond_what_the_inbox_remembers_is_refused():
+    for bad in ({"feishu": 9 * 3600}, -1, "300", {"slack": True}):
+        with pytest.raises(ValueError, match="dedup_window_s"):
+            EngineConfig(dedup_window_s=bad)

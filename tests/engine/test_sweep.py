@@ -1,7 +1,7 @@
 """The startup ledger sweep (docs/behaviour.md §6.2): owed replies of gone boots are re-sent, at most 3 attempts in all.
 
 Rows owned by a boot that is gone are claimed (one more attempt) and re-sent with the "Recovered
-reply" prefix; after the third attempt a row is abandoned, and so is a row older than 24 hours. A
+reply" prefix; after the third attempt a row is dead-lettered, and so is a row older than 24 hours. A
 platform that is not connected is skipped without spending an attempt.
 """
 
@@ -65,7 +65,7 @@ kit.hang()
 """
 
 
-def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_abandoned(db, tmp_path):
+def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_dead_lettered(db, tmp_path):
     procs.crash(db, TURN_KILLED_IN_SEND, at=T0)  # attempt 1: sent, then killed before it was recorded
     second = procs.crash(db, SWEEP_KILLED_IN_SEND, at=T0 + timedelta(minutes=2))  # attempt 2
     assert "swept" not in second.data
@@ -77,10 +77,10 @@ def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_abandoned
 
     t.start_gateway(GW)
     swept = t.sweep_deliveries(never_called)
-    assert len(swept.abandoned) == 1 and swept.delivered == []
+    assert len(swept.dead) == 1 and swept.delivered == [] and swept.abandoned == []
     [row] = t.ledger()
-    assert (row["state"], row["attempts"]) == ("abandoned", 3)
-    assert t.sweep_deliveries(never_called).abandoned == []
+    assert (row["state"], row["attempts"]) == ("dead", 3)
+    assert t.sweep_deliveries(never_called).dead == []
 
     sent, torn = read_sent(tmp_path / "sent.jsonl")
     assert torn == []
@@ -88,8 +88,9 @@ def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_abandoned
     assert texts[0] == "deployed to production"
     assert len(texts) == 3 and all(x.startswith(PREFIX) and x.endswith("deployed to production") for x in texts[1:])
     assert [line["via"] for line in sent] == ["turn", "sweep", "sweep"]
-    [abandoned] = events(t, "DeliveryAbandoned")
-    assert abandoned.reason == "max_attempts"
+    [dead] = events(t, "DeliveryDeadLettered")
+    assert dead.reason == "max_attempts"
+    assert [row.delivery_id for row in t.status(GW).dead_deliveries] == [row["delivery_id"]]
 
 
 def test_failed_resends_count_toward_the_three_attempts(db):
@@ -109,14 +110,14 @@ def test_failed_resends_count_toward_the_three_attempts(db):
         refuse(text)
 
     assert len(t.sweep_deliveries(still_down).failed) == 1
-    assert len(t.sweep_deliveries(still_down).abandoned) == 1
+    assert len(t.sweep_deliveries(still_down).dead) == 1
     [row] = t.ledger()
-    assert (row["state"], row["attempts"]) == ("abandoned", 3)
+    assert (row["state"], row["attempts"]) == ("dead", 3)
     assert len(calls) == 2 and all(c.startswith(PREFIX) and c.endswith("pong") for c in calls)
-    assert t.sweep_deliveries(never_called).abandoned == []
+    assert t.sweep_deliveries(never_called).dead == []
 
 
-def test_a_row_older_than_24_hours_is_abandoned_unsent(db):
+def test_a_row_older_than_24_hours_is_dead_lettered_unsent(db):
     first = boot(db, 0)
     first.start_gateway(GW)
     first.handle_message(source("telegram", "1", "a1"), "old question", reply_with("old answer"), refuse)
@@ -128,11 +129,11 @@ def test_a_row_older_than_24_hours_is_abandoned_unsent(db):
     t.start_gateway(GW)
     sent = []
     swept = t.sweep_deliveries(lambda target, text: sent.append((target["chat_id"], text)))
-    assert len(swept.abandoned) == 1 and len(swept.delivered) == 1
+    assert len(swept.dead) == 1 and len(swept.delivered) == 1
     assert [(chat, text.split("\n\n", 1)[1]) for chat, text in sent] == [("2", "newer answer")]
     states = {r["chat_id"]: (r["state"], r["attempts"]) for r in t.ledger()}
-    assert states == {"1": ("abandoned", 1), "2": ("delivered", 2)}
-    assert [e.reason for e in events(t, "DeliveryAbandoned")] == ["too_old"]
+    assert states == {"1": ("dead", 1), "2": ("delivered", 2)}
+    assert [e.reason for e in events(t, "DeliveryDeadLettered")] == ["too_old"]
 
 
 def test_a_row_exactly_24_hours_old_is_still_delivered(db):

@@ -139,8 +139,9 @@ class Checker:
             d = self.deliveries[oid]
             d["history"].append((name, getattr(ev, "recovered", None)))
             d["state"] = {"DeliveryAttempting": "attempting", "DeliveryDelivered": "delivered",
-                          "DeliveryFailed": "failed", "DeliveryMarkedUnsure": "failed",
-                          "DeliveryAbandoned": "abandoned"}[name]
+                          "DeliveryFailed": "failed", "DeliveryMarkedUnsure": "unknown",
+                          "DeliveryOutcomeUnknown": "unknown", "DeliveryDeadLettered": "dead",
+                          "DeliveryRetried": "failed", "DeliveryAbandoned": "abandoned"}[name]
         elif name == "InboundAccepted":
             ref = (oid, ev.merged_into or ev.item_id)
             item = self.items.setdefault(ref, {"kind": ev.kind, "message_ids": [], "state": "pending",
@@ -241,7 +242,7 @@ class Checker:
             elif outcome == "answered":
                 owed = [d for d in self.deliveries.values() if d["inbound"] and d["inbound"] == item["message_ids"][-1]]
                 if owed:
-                    if owed[0]["state"] == "abandoned":
+                    if owed[0]["state"] in ("abandoned", "dead"):
                         report.stats["abandoned_replies"] += 1
                 elif item["kind"] != "wakeup":
                     report.violation(f"{what} completed as answered but no reply is in the ledger")
@@ -339,7 +340,7 @@ class Checker:
             if turn.end is None:
                 report.violation(f"session {sid}: lease epoch {epoch} still held after the final clean stop")
         for d in self.deliveries.values():
-            if d["state"] not in ("delivered", "abandoned"):
+            if d["state"] not in ("delivered", "abandoned", "dead"):  # dead: an operator's to retry or abandon
                 report.violation(f"{d['content'][:60]!r} still owed ({d['state']}) after the final run")
 
     def _stats(self, sent: list[dict[str, Any]], report: Report) -> None:

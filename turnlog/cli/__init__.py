@@ -17,6 +17,7 @@ from . import core
 from . import delegations
 from . import edits
 from . import hermes
+from . import ledger
 from . import projections
 from . import rekey
 from . import titles
@@ -25,6 +26,7 @@ from .base import main
 
 FAMILIES = (
     core,
+    ledger,
     titles,
     delegations,
     audit,

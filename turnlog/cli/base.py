@@ -16,7 +16,7 @@ from .files import write_file
 from .opening import open_engine
 from .output import cell, echo_json, echo_table, visible
 
-__all__ = ["DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
+__all__ = ["CommandGroup", "DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
            "main", "visible", "write_output"]
 
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{DEFAULT_DB})."
@@ -114,6 +114,15 @@ def _quiet_broken_pipe() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, io.UnsupportedOperation):
         pass  # not a real file descriptor (CliRunner): nothing will be flushed to a pipe
+
+
+class CommandGroup(TurnlogGroup):
+    """A command with subcommands of its own (`turnlog ledger retry`): run alone, it is a read
+    (a TurnlogCommand without flags); each subcommand declares how it opens the database."""
+
+    writes = False
+    dry_run_reads = False
+    empty_when_missing = False
 
 
 @click.group(cls=TurnlogGroup)

@@ -208,22 +208,6 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
 
 
 @command()
-@click.option("--status", type=click.Choice(["pending", "attempting", "delivered", "failed", "abandoned"]),
-              help="Only deliveries in this state.")
-@limit_option
-@output_options
-@click.pass_context
-def ledger(ctx: click.Context, status: str | None, out: Output, limit: int | None) -> None:
-    """The delivery ledger: every reply owed, its state and attempts."""
-    rows = [e.to_dict() for e in engine(ctx).ledger(status, limit=limit)]
-
-    def prepare(rows: list[dict[str, Any]]) -> None:
-        for r in rows:
-            r["content"] = r["content"][:40] + ("…" if len(r["content"]) > 40 else "")
-    out.rows(rows, ["session_id", "seq", "platform", "chat_id", "state", "attempts", "owner", "content"], prepare)
-
-
-@command()
 @click.argument("key")
 @output_options
 @click.pass_context
@@ -385,6 +369,8 @@ def status(ctx: click.Context, name: str, out: Output) -> None:
                 ("expired leases", data["expired_leases"], ["session_id", "owner", "epoch", "expires_at"]),
                 ("pending deliveries", data["pending_deliveries"],
                  ["session_id", "seq", "platform", "state", "attempts"]),
+                ("dead deliveries", data["dead_deliveries"],
+                 ["delivery_id", "session_id", "seq", "platform", "attempts"]),
                 ("resume_pending", data["resume_pending"], ["session_id", "session_key", "resume_reason"]),
                 ("suspended", data["suspended"], ["session_id", "session_key", "suspend_reason"])):
             out.line("")
@@ -412,5 +398,5 @@ def demo(ctx: click.Context, out: Output) -> None:
     run_demo(db, out.line, lambda rows, columns: out.rows(rows, columns))
 
 
-COMMANDS = (key, route, sessions, suspend, resume_pending, switch, export_routing, show, ledger, queue, ingest_command,
+COMMANDS = (key, route, sessions, suspend, resume_pending, switch, export_routing, show, queue, ingest_command,
             bench, recover, status, demo)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..domain.dedup import BY_MESSAGE_ID, DuplicateInbound, MessageSeen, judges_text, message_seen_id
+from ..domain.dedup import BY_MESSAGE_ID, DuplicateInbound, MessageSeen, judges_text, message_seen_id, window_for
 from ..domain.inbox import Inbox
 from ..domain.keys import RoutingKey
 from .context import CommandContext
@@ -35,7 +35,7 @@ class InboundDedup:
                 raise DuplicateInbound(BY_MESSAGE_ID, message_id, seen.item_id, seen.created_on)
         if inbox is not None and judges_text(source.get("platform"), self.ctx.config.dedup_text_platforms):
             inbox.check_repeat(kind, text, source=source, at=self.ctx.clock.now(),
-                               window_s=self.ctx.config.dedup_window_s)
+                               window_s=window_for(source.get("platform"), self.ctx.config.dedup_window_s))
 
     def first_sighting(self, rk: RoutingKey, kind: str, source: dict[str, Any], item_id: str, actor: str,
                        cause: str) -> list[Any]:

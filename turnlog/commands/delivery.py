@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import inspect
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
-from ..domain.delivery import Delivery, DeliveryStateError, delivery_id
+from ..domain.delivery import MAX_ATTEMPTS, Delivery, DeliveryStateError, delivery_id, idempotency_key, may_have_arrived
 from ..errors import InvalidRequest, NotFound
 from .context import CommandContext
 
-Sender = Callable[[str], None]
+# A platform send: send(text), or send(text, idempotency_key=...) for a platform that takes one.
+Sender = Callable[..., None]
 Also = Callable[[], Iterable[Any]]
 
 
@@ -19,6 +22,43 @@ class Attempt:
     delivery_id: UUID
     attempt: int
     text: str  # what to send: the reply, with the recovered-reply prefix on a resend
+    idempotency_key: str = field(default="")  # the same for every attempt of this delivery
+
+    def __post_init__(self) -> None:
+        if not self.idempotency_key:
+            object.__setattr__(self, "idempotency_key", idempotency_key(self.delivery_id))
+
+
+@dataclass(frozen=True)
+class SendFailure:
+    error: str
+    unknown: bool  # the send may have reached the platform (domain/delivery.py may_have_arrived)
+
+
+@lru_cache(maxsize=256)
+def takes_idempotency_key(send: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(send).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "idempotency_key" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def send_once(send: Callable[..., Any], *args: Any, key: str) -> SendFailure | None:
+    """Call a platform send (with the delivery's idempotency key when it takes one); None when it
+    returned, else how it failed."""
+    try:
+        takes_key = takes_idempotency_key(send)
+    except TypeError:  # an unhashable callable
+        takes_key = False
+    try:
+        if takes_key:
+            send(*args, idempotency_key=key)
+        else:
+            send(*args)
+    except Exception as e:  # noqa: BLE001 - any adapter failure is a failed (or unknown) attempt
+        return SendFailure(f"{type(e).__name__}: {e}", may_have_arrived(e))
+    return None
 
 
 class DeliveryCommands:
@@ -49,16 +89,17 @@ class DeliveryCommands:
             delivery = self.load(ident)
             try:
                 n = delivery.attempt(owner or self.owner, at=self.ctx.clock.now(), actor=owner or self.owner,
-                                     cause=cause)
+                                     cause=cause, max_attempts=self.ctx.config.delivery_max_attempts)
             except DeliveryStateError as e:
                 raise InvalidRequest(str(e)) from None
             self.ctx.save(delivery)
             return Attempt(ident, n, delivery.outbound_text)
         return self.ctx.retrying(step, f"attempting delivery {ident}")
 
-    def settle(self, ident: UUID, *, error: str | None = None, also: Also | None = None,
+    def settle(self, ident: UUID, *, error: str | None = None, unknown: bool = False, also: Also | None = None,
                cause: str = "deliver", fresh: bool = True) -> Delivery:
-        """Delivered when error is None, else failed (abandoned after the last attempt).
+        """Delivered when error is None, else failed (dead after the last attempt), or unknown when
+        the failed send may have reached the platform.
 
         `also()` builds, afresh for each try, other events to commit in the same transaction.
         """
@@ -69,19 +110,52 @@ class DeliveryCommands:
             try:
                 if error is None:
                     delivery.delivered(at=now, actor=self.owner, cause=cause)
+                elif unknown:
+                    delivery.outcome_unknown(error, at=now, actor=self.owner, cause=cause)
                 else:
-                    delivery.failed(error, at=now, actor=self.owner, cause=cause)
+                    delivery.failed(error, at=now, actor=self.owner, cause=cause,
+                                    max_attempts=self.ctx.config.delivery_max_attempts)
             except DeliveryStateError as e:
                 raise InvalidRequest(str(e)) from None
             self.ctx.save(delivery, *extra)
             return delivery
         return self.ctx.retrying(step, f"settling delivery {ident}")
 
+    def settle_send(self, ident: UUID, failure: SendFailure | None, **options: Any) -> Delivery:
+        if failure is None:
+            return self.settle(ident, **options)
+        return self.settle(ident, error=failure.error, unknown=failure.unknown, **options)
+
     def deliver(self, ident: UUID, send: Sender, *, also: Also | None = None) -> Delivery:
-        """Attempt, send, settle. An exception from `send` settles the attempt as failed."""
+        """Attempt, send, settle. An exception from `send` settles the attempt as failed, or unknown
+        when the send may have reached the platform."""
         attempt = self.attempt(ident)
-        try:
-            send(attempt.text)
-        except Exception as e:  # noqa: BLE001 - any adapter failure is a failed attempt
-            return self.settle(ident, error=f"{type(e).__name__}: {e}", also=also)
-        return self.settle(ident, also=also)
+        return self.settle_send(ident, send_once(send, attempt.text, key=attempt.idempotency_key), also=also)
+
+    def change(self, ident: UUID, decide: Callable[[Delivery], None], what: str) -> Delivery:
+        """Load, decide (a Delivery method call) and save one delivery; InvalidRequest when its state
+        does not allow the change."""
+        def step() -> Delivery:
+            delivery = self.load(ident)
+            try:
+                decide(delivery)
+            except DeliveryStateError as e:
+                raise InvalidRequest(str(e)) from None
+            self.ctx.save(delivery)
+            return delivery
+        return self.ctx.retrying(step, what)
+
+    def retry(self, ident: UUID, *, attempts: int = MAX_ATTEMPTS, actor: str, cause: str) -> Delivery:
+        """An operator's retry of a dead, failed or unknown row: `attempts` more, sent by the next sweep."""
+        return self.change(ident, lambda d: d.retry(attempts, at=self.ctx.clock.now(), actor=actor, cause=cause),
+                           f"retrying delivery {ident}")
+
+    def abandon(self, ident: UUID, reason: str, *, actor: str, cause: str) -> Delivery:
+        if not reason.strip():
+            raise InvalidRequest("abandoning a delivery needs a reason")
+
+        def decide(d: Delivery) -> None:
+            if d.finished:
+                raise DeliveryStateError(f"delivery {d.session_id}#{d.seq} is already {d.state}")
+            d.abandon(reason, at=self.ctx.clock.now(), actor=actor, cause=cause)
+        return self.change(ident, decide, f"abandoning delivery {ident}")

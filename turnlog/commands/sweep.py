@@ -1,34 +1,47 @@
-"""The startup ledger sweep (docs/behaviour.md §6.2): every reply owed by a boot that is gone is
-claimed (one more attempt), sent with the "Recovered reply" prefix and settled; after the third
-attempt, or 24 hours, a row is abandoned."""
+"""The ledger sweep (docs/behaviour.md §6.2): every reply owed by a boot that is gone, and every
+send of unknown outcome, is settled. A failed row gets one more attempt, sent with the "Recovered
+reply" prefix; an unknown one is first reconciled (the gateway's hook asks the platform whether it
+arrived) or, without a hook, handled by its platform's policy: resent with the prefix, or held for
+an operator. A row out of attempts, or older than 24 hours, is dead-lettered for an operator."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from uuid import UUID
 
-from ..domain.delivery import MAX_ATTEMPTS, Delivery
+from ..domain.delivery import HOLD, RESEND, VERDICTS, Delivery
 from ..projections.views import Views
 from .context import CommandContext
-from .delivery import DeliveryCommands
+from .delivery import Attempt, DeliveryCommands, send_once
 from .gateways import GatewayRecords
 
 DELIVERY_MAX_AGE = timedelta(hours=24)
 
 SweepSender = Callable[[dict[str, Any], str], None]
+# Did this send reach the chat? True, False, or None (cannot tell yet); given the target and the
+# attempt whose outcome is unknown (its text as it was sent).
+Reconcile = Callable[[dict[str, Any], Attempt], "bool | None"]
 
 
 @dataclass
 class SweepReport:
     delivered: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    abandoned: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)  # kept for callers of earlier releases: now always empty
     skipped: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)  # out of attempts or too old: an operator's now
+    unknown: list[str] = field(default_factory=list)  # sent, outcome unknown again
+    reconciled: list[str] = field(default_factory=list)  # found delivered by the reconcile hook
+    held: list[str] = field(default_factory=list)  # unknown, held for an operator by the platform's policy
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def unknown_policy(policies: Mapping[str, str], platform: str | None) -> str:
+    return policies.get(platform or "", policies.get("*", RESEND))
 
 
 class SweepCommands:
@@ -43,8 +56,10 @@ class SweepCommands:
     def owner(self) -> str:
         return self.gateways.owner
 
-    def sweep(self, send: SweepSender, *, platforms: set[str] | None = None) -> SweepReport:
-        """Deliver what earlier boots owed: claim each row not owned by this boot, send, settle."""
+    def sweep(self, send: SweepSender, *, platforms: set[str] | None = None,
+              reconcile: Reconcile | None = None) -> SweepReport:
+        """Deliver what earlier boots owed and settle unknown sends: claim each row not owned by
+        a live boot, reconcile or send, settle."""
         report = SweepReport()
         self.views.refresh()
         for row in self.views.owed_deliveries():
@@ -52,45 +67,80 @@ class SweepCommands:
             if platforms is not None and row.platform not in platforms:
                 report.skipped.append(row.delivery_id)
                 continue
-            outcome = self._sweep_one(ident, send)
+            outcome = self._sweep_one(ident, send, reconcile)
             getattr(report, outcome).append(row.delivery_id)
         return report
 
-    def _sweep_one(self, ident: UUID, send: SweepSender) -> str:
+    def _sweep_one(self, ident: UUID, send: SweepSender, reconcile: Reconcile | None) -> str:
         ctx = self.ctx
+        claimed: list[Delivery] = []
 
-        def claim() -> tuple[str, Delivery | None]:
+        def claim() -> str:
+            claimed.clear()
             delivery: Delivery | None = ctx.get(ident, fresh=True)
-            if delivery is None or delivery.finished:
-                return "skipped", None
+            if delivery is None or delivery.finished or delivery.state == "dead":
+                return "skipped"
             if delivery.state == "attempting" and delivery.owner == self.owner:
-                return "skipped", None  # in flight in this very process
+                return "skipped"  # in flight in this very process
             if delivery.state == "attempting" and delivery.owner and self.gateways.boot_alive(delivery.owner):
-                return "skipped", None  # a live gateway is sending it (docs/behaviour.md §6.2: only dead owners' rows)
+                return "skipped"  # a live gateway is sending it (docs/behaviour.md §6.2: only dead owners' rows)
             now = ctx.clock.now()
-            if delivery.attempts >= MAX_ATTEMPTS or now - delivery.recorded_at > DELIVERY_MAX_AGE:
-                delivery.abandon("max_attempts" if delivery.attempts >= MAX_ATTEMPTS else "too_old", at=now,
-                                 actor=self.owner, cause="sweep")
+            out = delivery.out_of_attempts(ctx.config.delivery_max_attempts)
+            if out or now - delivery.recorded_at > DELIVERY_MAX_AGE:
+                reason = "max_attempts" if out else "too_old"
+                delivery.dead_letter(reason, at=now, actor=self.owner, cause="sweep")
                 ctx.save(delivery)
-                return "abandoned", None
-            delivery.attempt(self.owner, at=now, actor=self.owner, cause="sweep")
+                return "dead"
+            if delivery.state in ("unknown", "attempting"):  # attempting: by a boot that died mid-send
+                verdict = self._verdict(delivery, reconcile)
+                if verdict != "resend" and delivery.state == "attempting":
+                    delivery.mark_unsure(at=now, actor=self.owner, cause="sweep")
+                if verdict is None:
+                    if delivery.pending_events:
+                        ctx.save(delivery)
+                    return "held"
+                if verdict != "resend":
+                    delivery.reconcile(verdict, at=now, actor=self.owner,
+                                       cause="sweep:reconcile" if reconcile else "sweep")
+                    if verdict != "not_delivered":
+                        ctx.save(delivery)
+                        return "reconciled" if verdict == "delivered" else "unknown"
+            delivery.attempt(self.owner, at=now, actor=self.owner, cause="sweep",
+                             max_attempts=ctx.config.delivery_max_attempts)
             ctx.save(delivery)
-            return "claimed", delivery
-        outcome, delivery = ctx.retrying(claim, f"claiming delivery {ident}")
-        if delivery is None:
+            claimed.append(delivery)
+            return "claimed"
+        outcome = ctx.retrying(claim, f"claiming delivery {ident}")
+        if outcome == "reconciled":
+            self._answered(ctx.get(ident, fresh=True))
+        if not claimed:
             return outcome
-        target = {"delivery_id": str(ident), "session_id": delivery.session_id, "session_key": delivery.session_key,
-                  "platform": delivery.platform, "chat_id": delivery.chat_id, "thread_id": delivery.thread_id,
-                  "account_id": delivery.account_id}
-        try:
-            send(target, delivery.outbound_text)
-            error = None
-        except Exception as e:  # noqa: BLE001 - any adapter failure is a failed attempt
-            error = f"{type(e).__name__}: {e}"
-        settled = self.deliveries.settle(ident, error=error, cause="sweep")
-        if error is None:
-            # Delivered: the turn is answered, so it must not also be resumed.
+        delivery = claimed[0]
+        failure = send_once(send, self._target(delivery), delivery.outbound_text, key=delivery.idempotency_key)
+        settled = self.deliveries.settle_send(ident, failure, cause="sweep")
+        if failure is None:
+            self._answered(delivery)
+            return "delivered"
+        return {"dead": "dead", "unknown": "unknown"}.get(settled.state, "failed")
+
+    def _verdict(self, delivery: Delivery, reconcile: Reconcile | None) -> str | None:
+        """delivered / not_delivered / unknown from the hook; else "resend" or None (hold) by policy."""
+        if reconcile is not None:
+            answer = reconcile(self._target(delivery), Attempt(delivery.id, delivery.attempts, delivery.outbound_text))
+            if answer not in VERDICTS:
+                answer = None
+            return VERDICTS[answer]
+        policy = unknown_policy(self.ctx.config.unknown_send_policy, delivery.platform)
+        return None if policy == HOLD else "resend"
+
+    def _target(self, delivery: Delivery) -> dict[str, Any]:
+        return {"delivery_id": str(delivery.id), "session_id": delivery.session_id,
+                "session_key": delivery.session_key, "platform": delivery.platform, "chat_id": delivery.chat_id,
+                "thread_id": delivery.thread_id, "account_id": delivery.account_id,
+                "idempotency_key": delivery.idempotency_key}
+
+    def _answered(self, delivery: Delivery | None) -> None:
+        """Delivered: the turn is answered, so it must not also be resumed."""
+        if delivery is not None:
             self.gateways.change_session(delivery.session_id, lambda s, now: s.clear_resume_pending(
                 at=now, actor=self.owner, cause="sweep"))
-            return "delivered"
-        return "abandoned" if settled.state == "abandoned" else "failed"

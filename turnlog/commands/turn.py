@@ -34,7 +34,7 @@ from ..domain.transcript import MessageAppended
 from ..errors import InvalidRequest, LeaseTimeout, TurnCancelled, TurnlogClosed
 from .agent_history import read_agent_history
 from .context import CommandContext
-from .delivery import DeliveryCommands, Sender
+from .delivery import DeliveryCommands, Sender, send_once
 from .keeper import Keeper, RunningTurn, run_as
 from .lease import LeaseCommands, LeaseToken
 
@@ -353,22 +353,19 @@ class Turn:
                                     cause=cause, attempting=True)
         leases.fenced_save(token, reply_event, *([delivery] if delivery else []), *also, last_seq=seq, cause=cause)
 
-        error = None
+        failure = None
         if delivery is not None:
-            try:
-                sender(delivery.outbound_text)
-            except Exception as e:  # noqa: BLE001 - any adapter failure is a failed attempt
-                error = f"{type(e).__name__}: {e}"
+            failure = send_once(sender, delivery.outbound_text, key=delivery.idempotency_key)
 
         if not finish_turn:
-            return deliveries.settle(delivery.id, error=error, cause=cause).state if delivery else None
+            return deliveries.settle_send(delivery.id, failure, cause=cause).state if delivery else None
         if delivery is None:
             self.parts.ctx.retrying(lambda: self.parts.ctx.save(*self._finish()),
                                     f"finishing a turn on {state.session_key}")
             delivery_state = None
         else:
-            delivery_state = deliveries.settle(delivery.id, error=error, also=self._finish, cause=cause,
-                                               fresh=False).state
+            delivery_state = deliveries.settle_send(delivery.id, failure, also=self._finish, cause=cause,
+                                                    fresh=False).state
         leases.forget(token)
         self.parts.running.discard(self)
         return delivery_state

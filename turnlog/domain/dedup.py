@@ -25,7 +25,7 @@ DEFAULT_DEDUP_TEXT_PLATFORMS = frozenset({"weixin"})  # where Hermes judges repe
 # cache), none older than CONTENT_SEEN_KEEP_S (so a window longer than that is cut to it), each a
 # 16-hex hash and a POSIX time.
 CONTENT_SEEN_CAP = 32
-CONTENT_SEEN_KEEP_S = 3600.0
+CONTENT_SEEN_KEEP_S = 8 * 3600.0  # the longest retry window a platform keeps (Feishu retries for ~7 h)
 BY_MESSAGE_ID = "message_id"
 BY_SAME_TEXT = "same_text"
 
@@ -55,6 +55,22 @@ def content_key(sender: str, text: str) -> str:
 
 def judges_text(platform: str | None, platforms: frozenset[str] | set[str]) -> bool:
     return "*" in platforms or (platform is not None and platform in platforms)
+
+
+def window_for(platform: str | None, windows: float | Mapping[str, float]) -> float:
+    """The text-dedup window of a platform: one number for all, or by platform ("*": the others)."""
+    if isinstance(windows, (int, float)):
+        return float(windows)
+    return float(windows.get(platform or "", windows.get("*", DEFAULT_DEDUP_WINDOW_S)))
+
+
+def check_windows(windows: Any) -> None:
+    values = [windows] if isinstance(windows, (int, float)) else list(dict(windows).values()) \
+        if isinstance(windows, Mapping) else [windows]
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= CONTENT_SEEN_KEEP_S:
+            raise ValueError(f"dedup_window_s must be seconds from 0 to {CONTENT_SEEN_KEEP_S:.0f} "
+                             f"(one number or one per platform), got {windows!r}")
 
 
 def repeats_within(first_seen: float | None, now: datetime, window_s: float) -> bool:

@@ -2,8 +2,18 @@
 
 Keyed on the session_id and the reply's sequence number, never on the routing key, so a later
 /new or /resume on the same key cannot act on it. It is recorded in the same transaction as the
-assistant message it delivers. States: pending -> attempting (owner, attempt n) -> delivered |
-failed; a failed or stale attempt may be retried until MAX_ATTEMPTS, then it is abandoned.
+assistant message it delivers. States:
+
+    pending -> attempting (owner, attempt n) -> delivered | failed | unknown
+    failed  -> attempting (a resend, with the recovered-reply prefix) ... until the attempt limit -> dead
+    unknown -> reconciled: delivered | failed (known not to have arrived: resent without the prefix)
+               | unknown (still); or resent with the prefix / held for an operator, by platform policy
+    dead    -> retried by an operator (a fresh attempt budget) | abandoned
+    * -> abandoned (an operator, a reset)
+
+`unknown` is a send that may have reached the platform (a timeout after the request was written, a
+crash between the send and its record): it is never blindly resent. `dead` is a row turnlog gave
+up on by itself (the attempt limit, its age): an operator retries or abandons it.
 """
 
 from __future__ import annotations
@@ -12,9 +22,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from ..errors import SendOutcomeUnknown
 from .base import TurnlogAggregate, stream_id
 
 MAX_ATTEMPTS = 3
+OWED_STATES = ("pending", "attempting", "failed", "unknown")  # what a sweep looks at
+RESEND, HOLD = "resend", "hold"  # what to do with an unknown row when no reconcile hook can tell
+VERDICTS = {True: "delivered", False: "not_delivered", None: "unknown"}  # a reconcile hook's answer
 RECOVERED_PREFIX = (
     "♻️ Recovered reply — the gateway restarted during delivery, so this may be a duplicate:\n\n"
 )
@@ -22,6 +36,26 @@ RECOVERED_PREFIX = (
 
 def delivery_id(session_id: str, seq: int) -> UUID:
     return stream_id("delivery", f"{session_id}#{seq}")
+
+
+def idempotency_key(ident: UUID) -> str:
+    """The same for every attempt of one delivery, for platforms that take one (Slack
+    client_msg_id, LINE X-Line-Retry-Key): a resend the platform already has is dropped there."""
+    return f"turnlog-{ident}"
+
+
+def may_have_arrived(failure: BaseException) -> bool:
+    """Whether a send that raised may still have reached the platform: the sender says so
+    (SendOutcomeUnknown), or the request may have been written before the failure (a read
+    timeout, a reset connection). A connect timeout never sent anything."""
+    if isinstance(failure, SendOutcomeUnknown):
+        return True
+    name = type(failure).__name__
+    if name.startswith("Connect") and "Timeout" in name:
+        return False
+    if isinstance(failure, (TimeoutError, ConnectionResetError, BrokenPipeError)):
+        return True
+    return name.endswith(("Timeout", "TimedOut", "TimeoutError"))
 
 
 class DeliveryStateError(ValueError):
@@ -46,6 +80,9 @@ class Delivery(TurnlogAggregate):
         last_error: str | None
         recovered: bool
         recorded_at: datetime
+        attempt_floor: int  # attempts made before an operator's last retry
+        granted: int | None  # attempts that retry granted (None: the configured limit)
+        known_unsent: bool
 
     class Created(TurnlogAggregate.Created):
         """`account_id` (version 2): the bot account the reply goes out through, so a resend
@@ -83,6 +120,9 @@ class Delivery(TurnlogAggregate):
             d.last_error = None
             d.recovered = False
             d.recorded_at = self.timestamp
+            d.attempt_floor = 0
+            d.granted = None
+            d.known_unsent = False
 
     class Attempting(TurnlogAggregate.Event):
         TOPIC = "turnlog:DeliveryAttempting"
@@ -95,6 +135,7 @@ class Delivery(TurnlogAggregate):
             d.attempts = self.attempt
             d.owner = self.owner
             d.recovered = self.recovered
+            d.known_unsent = False
 
     class Delivered(TurnlogAggregate.Event):
         TOPIC = "turnlog:DeliveryDelivered"
@@ -119,8 +160,54 @@ class Delivery(TurnlogAggregate):
         TOPIC = "turnlog:DeliveryMarkedUnsure"
 
         def apply(self, d: "Delivery") -> None:
-            d.state = "failed"
+            d.state = "unknown"
             d.last_error = "recovered after an unclean restart"
+
+    class OutcomeUnknown(TurnlogAggregate.Event):
+        """The send raised after it may have reached the platform (may_have_arrived)."""
+
+        TOPIC = "turnlog:DeliveryOutcomeUnknown"
+        attempt: int
+        error: str
+
+        def apply(self, d: "Delivery") -> None:
+            d.state = "unknown"
+            d.last_error = self.error
+
+    class Reconciled(TurnlogAggregate.Event):
+        """What a reconcile hook (or an operator) found out about an unknown send: `verdict` is
+        delivered, not_delivered (resent without the recovered-reply prefix) or unknown (still)."""
+
+        TOPIC = "turnlog:DeliveryReconciled"
+        verdict: str
+
+        def apply(self, d: "Delivery") -> None:
+            if self.verdict == "delivered":
+                d.state = "delivered"
+            elif self.verdict == "not_delivered":
+                d.state = "failed"
+                d.known_unsent = True
+
+    class DeadLettered(TurnlogAggregate.Event):
+        """Given up on by turnlog itself (`reason`: max_attempts, too_old): held for an operator."""
+
+        TOPIC = "turnlog:DeliveryDeadLettered"
+        reason: str
+
+        def apply(self, d: "Delivery") -> None:
+            d.state = "dead"
+            d.last_error = d.last_error if d.last_error is not None else self.reason
+
+    class Retried(TurnlogAggregate.Event):
+        """An operator gave a dead (or failed, or unknown) row `attempts` more attempts."""
+
+        TOPIC = "turnlog:DeliveryRetried"
+        attempts: int
+
+        def apply(self, d: "Delivery") -> None:
+            d.state = "failed"
+            d.attempt_floor = d.attempts
+            d.granted = self.attempts
 
     class Abandoned(TurnlogAggregate.Event):
         TOPIC = "turnlog:DeliveryAbandoned"
@@ -134,17 +221,33 @@ class Delivery(TurnlogAggregate):
         return self.state in ("delivered", "abandoned")
 
     @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.id)
+
+    def attempt_limit(self, max_attempts: int = MAX_ATTEMPTS) -> int:
+        return self.attempt_floor + (self.granted if self.granted is not None else max_attempts)
+
+    def out_of_attempts(self, max_attempts: int = MAX_ATTEMPTS) -> bool:
+        return self.attempts >= self.attempt_limit(max_attempts)
+
+    @property
     def settled(self) -> bool:
         return self.finished
 
-    def attempt(self, owner: str, *, at: datetime, actor: str, cause: str) -> int:
+    def attempt(self, owner: str, *, at: datetime, actor: str, cause: str, max_attempts: int = MAX_ATTEMPTS) -> int:
         if self.finished:
             raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is already {self.state}")
-        if self.attempts >= MAX_ATTEMPTS:
-            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} used all {MAX_ATTEMPTS} attempts")
-        # Any earlier attempt may have reached the user: a resend says so visibly.
+        if self.state == "dead":
+            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is dead: retry it first "
+                                     "(turnlog ledger retry)")
+        if self.out_of_attempts(max_attempts):
+            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} used all "
+                                     f"{self.attempt_limit(max_attempts)} attempts")
+        # Any earlier attempt may have reached the user: a resend says so visibly, unless it is
+        # known not to have arrived.
+        recovered = self.state != "pending" and not self.known_unsent
         self.record(Delivery.Attempting, at=at, actor=actor, cause=cause, owner=owner,
-                    attempt=self.attempts + 1, recovered=self.state != "pending")
+                    attempt=self.attempts + 1, recovered=recovered)
         return self.attempts
 
     @property
@@ -157,16 +260,41 @@ class Delivery(TurnlogAggregate):
         self.record(Delivery.Delivered, at=at, actor=actor, cause=cause, attempt=self.attempts,
                     recovered=self.recovered)
 
-    def failed(self, error: str, *, at: datetime, actor: str, cause: str) -> None:
+    def failed(self, error: str, *, at: datetime, actor: str, cause: str, max_attempts: int = MAX_ATTEMPTS) -> None:
         if self.state != "attempting":
             raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is {self.state}, not attempting")
         self.record(Delivery.Failed, at=at, actor=actor, cause=cause, attempt=self.attempts, error=error[:500])
-        if self.attempts >= MAX_ATTEMPTS:
-            self.record(Delivery.Abandoned, at=at, actor=actor, cause=cause, reason="max_attempts")
+        if self.out_of_attempts(max_attempts):
+            self.record(Delivery.DeadLettered, at=at, actor=actor, cause=cause, reason="max_attempts")
+
+    def outcome_unknown(self, error: str, *, at: datetime, actor: str, cause: str) -> None:
+        if self.state != "attempting":
+            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is {self.state}, not attempting")
+        self.record(Delivery.OutcomeUnknown, at=at, actor=actor, cause=cause, attempt=self.attempts,
+                    error=error[:500])
 
     def mark_unsure(self, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Delivery.MarkedUnsure, at=at, actor=actor, cause=cause)
 
+    def reconcile(self, verdict: str, *, at: datetime, actor: str, cause: str) -> None:
+        if verdict not in VERDICTS.values():
+            raise DeliveryStateError(f"unknown verdict {verdict!r} (known: {', '.join(VERDICTS.values())})")
+        if self.state != "unknown":
+            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is {self.state}, not unknown")
+        self.record(Delivery.Reconciled, at=at, actor=actor, cause=cause, verdict=verdict)
+
+    def dead_letter(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:
+        if not self.finished and self.state != "dead":
+            self.record(Delivery.DeadLettered, at=at, actor=actor, cause=cause, reason=reason)
+
+    def retry(self, attempts: int, *, at: datetime, actor: str, cause: str) -> None:
+        if self.finished or self.state in ("pending", "attempting"):
+            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is {self.state}: nothing to retry")
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+            raise DeliveryStateError(f"attempts must be a positive integer, got {attempts!r}")
+        self.record(Delivery.Retried, at=at, actor=actor, cause=cause, attempts=attempts)
+
     def abandon(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:
+        """Anything not finished; a row already finished stays as it is."""
         if not self.finished:
             self.record(Delivery.Abandoned, at=at, actor=actor, cause=cause, reason=reason)

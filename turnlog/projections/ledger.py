@@ -18,7 +18,13 @@ _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] =
     "turnlog:DeliveryDelivered": lambda row, e: row.update(state="delivered"),
     "turnlog:DeliveryFailed": lambda row, e: row.update(state="failed", last_error=e["error"]),
     "turnlog:DeliveryMarkedUnsure": lambda row, e: row.update(
-        state="failed", last_error="recovered after an unclean restart"),
+        state="unknown", last_error="recovered after an unclean restart"),
+    "turnlog:DeliveryOutcomeUnknown": lambda row, e: row.update(state="unknown", last_error=e["error"]),
+    "turnlog:DeliveryReconciled": lambda row, e: row.update(
+        state={"delivered": "delivered", "not_delivered": "failed"}.get(e["verdict"], row["state"])),
+    "turnlog:DeliveryDeadLettered": lambda row, e: row.update(
+        state="dead", last_error=row["last_error"] if row["last_error"] is not None else e["reason"]),
+    "turnlog:DeliveryRetried": lambda row, e: row.update(state="failed"),
     "turnlog:DeliveryAbandoned": lambda row, e: row.update(
         state="abandoned", last_error=row["last_error"] if row["last_error"] is not None else e["reason"]),
 }
@@ -31,7 +37,7 @@ class LedgerProjection:
 
     name = "ledger"
     weight = 2.8  # rebuild cost relative to the others (parallel.py)
-    version = 2  # 2: the reply's text is read from the log, not copied
+    version = 3  # 2: the reply's text is read from the log, not copied; 3: unknown and dead rows
     tables = ("deliveries",)
     topics = ("turnlog:DeliveryRecorded", *_DELIVERY_CHANGES)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from ..domain.delivery import OWED_STATES
 from .base import TypedRow
 
 
@@ -39,7 +40,7 @@ class LedgerEntry(TypedRow):
     platform: str | None
     chat_id: str | None
     thread_id: str | None
-    state: str  # pending, attempting, delivered, failed or abandoned
+    state: str  # pending, attempting, delivered, failed, unknown, dead or abandoned
     attempts: int
     owner: str | None  # who made the last attempt
     recovered: bool  # owed by a boot that died, found by recovery
@@ -68,9 +69,14 @@ class OwedDelivery(TypedRow):
     owner: str | None
 
 
-def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None = None) -> list[DeliveryRow]:
-    """The ledger's rows, oldest first; only `status`'s, and at most `limit` (None: all)."""
-    where, params = ("WHERE state=?", (status,)) if status else ("", ())
+def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None = None,
+           ids: tuple[str, ...] | None = None) -> list[DeliveryRow]:
+    """The ledger's rows, oldest first; only `status`'s (and those of `ids`), and at most `limit` (None: all)."""
+    clauses, params = (["state=?"], [status]) if status else ([], [])
+    if ids is not None:
+        clauses.append(f"delivery_id IN ({', '.join('?' * len(ids))})")
+        params += ids
+    where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     rows = db.execute(
         "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
         f" owner, recovered, last_error, created_at, updated_at, recorded_position FROM deliveries {where}"
@@ -78,8 +84,9 @@ def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None 
     return [DeliveryRow(*r[:10], bool(r[10]), *r[11:]) for r in rows]  # type: ignore[call-arg, misc]
 
 
-def owed(db: sqlite3.Connection) -> list[OwedDelivery]:
-    """Deliveries still owed (pending, attempting or failed), oldest first."""
+def owed(db: sqlite3.Connection, states: tuple[str, ...] = OWED_STATES) -> list[OwedDelivery]:
+    """Deliveries still owed (pending, attempting, failed or unknown; or those of `states`), oldest first."""
+    marks = ", ".join("?" * len(states))
     return [OwedDelivery(*r) for r in db.execute(
         "SELECT delivery_id, session_id, seq, platform, chat_id, state, attempts, owner FROM deliveries"
-        " WHERE state IN ('pending', 'attempting', 'failed') ORDER BY created_at, session_id, seq")]
+        f" WHERE state IN ({marks}) ORDER BY created_at, session_id, seq", states)]

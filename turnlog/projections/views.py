@@ -107,16 +107,20 @@ class Views:
     def queue_depths(self) -> list[QueueDepth]:
         return self._read(queue_views.queue_depths)
 
-    def ledger(self, status: str | None = None, limit: int | None = None) -> list[tuple[DeliveryRow, str]]:
-        """Each delivery with its content (read from the log at the row's recorded position);
-        at most `limit`, and only their contents are read."""
+    def ledger(self, status: str | None = None, limit: int | None = None,
+               ids: tuple[str, ...] | None = None) -> list[tuple[DeliveryRow, str]]:
+        """Each delivery (of `ids`, when given) with its content (read from the log at the row's
+        recorded position); at most `limit`, and only their contents are read."""
         with self.runner.lock:
-            rows = ledger_views.ledger(self.runner.db, status, limit)
+            rows = ledger_views.ledger(self.runner.db, status, limit, ids)
             recorded = self.runner.log.fields_at(r.recorded_position for r in rows)
         return [(r, recorded[r.recorded_position]["content"]) for r in rows]
 
     def owed_deliveries(self) -> list[OwedDelivery]:
         return self._read(ledger_views.owed)
+
+    def dead_deliveries(self) -> list[OwedDelivery]:
+        return self._read(ledger_views.owed, ("dead",))
 
     def held_leases(self) -> list[LeaseRow]:
         return self._read(leases_views.held_leases)

@@ -22,7 +22,8 @@ def gateway_now(v: Snapshot, params: dict[str, str]) -> Result:
     status = t.status(names[0] if names else "main")
     depths = [row.to_dict() for row in t.queue_depths()]
     data = {"gateways": gateways, "active_turns": status["active_turns"], "expired_leases": status["expired_leases"],
-            "owed_replies": status["pending_deliveries"], "queue_depths": depths,
+            "owed_replies": status["pending_deliveries"], "dead_replies": status["dead_deliveries"],
+            "queue_depths": depths,
             "resume_pending": status["resume_pending"], "suspended": status["suspended"],
             "head": t.maintenance.log_head()}
     return Result("Gateway now", data, _body(data))
@@ -67,6 +68,9 @@ def _body(d: dict[str, Any]) -> Markup:
               tag("h2", "Owed replies"),
               table(d["owed_replies"], ["delivery_id", "session_id", "seq", "platform", "chat_id", "state",
                                         "attempts", "owner"], cells=sl, empty="nothing owed"),
+              tag("h2", "Dead replies (turnlog ledger retry | abandon)"),
+              table(d["dead_replies"], ["delivery_id", "session_id", "seq", "platform", "chat_id", "attempts"],
+                    cells=sl, empty="none"),
               tag("h2", "Queue depths"),
               table(d["queue_depths"], ["session_key", "pending", "started"],
                     cells={"session_key": lambda r: link(url("/sessions", key=r["session_key"]), r["session_key"])},
