@@ -295,10 +295,13 @@ def _origin_of(file: Any) -> str:
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the workload's randomness.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep the benchmark database here (default: a temporary folder, deleted).")
+@click.option("--concurrency", "-C", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Keys in flight at once through the asyncio API (0: one turn after another, the standard run).")
 @output_options
-def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output) -> None:
+def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency: int, out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
     from ..bench import run_bench
+    from ..bench_concurrent import run_concurrent_bench
 
     show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=sessions * turns, label="turns", file=sys.stderr, hidden=not show_bar) as bar:
@@ -309,9 +312,16 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output
             done[0] = n
 
         try:
-            result = run_bench(sessions, turns, seed, workdir=workdir, progress=progress)
+            result = (run_concurrent_bench(sessions, turns, seed, concurrency, workdir=workdir, progress=progress)
+                      if concurrency else run_bench(sessions, turns, seed, workdir=workdir, progress=progress))
         except ValueError as e:
             raise click.UsageError(str(e)) from None
+    if concurrency:
+        lat = result["turn_latency_ms"]
+        out.record(result, lambda: out.line(
+            f"{result['turns_done']} turns on {sessions} sessions, {result['params']['concurrency']} keys in flight:"
+            f" {result['turns_per_s']} turns/s, engine p50 {lat['p50']} ms, p99 {lat['p99']} ms"))
+        return
 
     def text() -> None:
         lat = result["turn_latency_ms"]

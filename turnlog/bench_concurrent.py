@@ -1,0 +1,93 @@
+"""`turnlog bench --concurrency C`: the standard workload with C keys in flight, through the
+asyncio API, as a gateway serving many chats at once runs it.
+
+The sessions are dealt into C lanes (session i to lane i mod C); each lane runs its sessions'
+turns in the workload's order, one at a time, so each key's turns stay in order while C keys
+are in flight. Agents await `asyncio.sleep(0)` and answer at once: what is measured is the
+engine. A turn's latency is the wall time of its `handle_message` (the durable accept, the
+routing, the lease, the reply with its obligation, the send and its settling), including any
+wait for a store slot behind the other keys' turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from .aio import AsyncTurnlog
+from .api import Turnlog
+from .bench import Progress, percentile
+from .workload import assistant_text, build_sources, turn_order, user_text
+
+
+def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int, *, workdir: str | None = None,
+                         progress: Progress | None = None) -> dict[str, Any]:
+    if sessions < 1 or turns < 1 or concurrency < 1:
+        raise ValueError("--sessions, --turns and --concurrency must be at least 1")
+    home = workdir or tempfile.mkdtemp(prefix="turnlog-bench-")
+    os.makedirs(home, exist_ok=True)
+    db = os.path.join(home, "bench.db")
+    if os.path.exists(db):
+        raise ValueError(f"{db} exists: the benchmark needs a fresh database")
+    rng = random.Random(seed)
+    sources = build_sources(sessions, rng)
+    order = turn_order(sessions, turns, rng)
+    # Texts drawn in the workload's order, as the sequential run draws them.
+    work = [(n, index, user_text(rng, n), assistant_text(rng)) for n, index in enumerate(order)]
+    lanes: list[list[tuple[int, int, str, str]]] = [[] for _ in range(min(concurrency, sessions))]
+    for item in work:
+        lanes[item[1] % len(lanes)].append(item)
+    latencies: list[float] = []
+    done = [0]
+
+    async def send(text: str) -> None:
+        return None
+
+    async def lane(t: AsyncTurnlog, items: list[tuple[int, int, str, str]]) -> None:
+        for n, index, text, reply in items:
+            source = dataclasses.replace(sources[index], message_id=f"m{n}")
+
+            async def agent(history: Any, item: Any, reply: str = reply) -> str:
+                await asyncio.sleep(0)
+                return reply
+            t0 = time.perf_counter()
+            await t.handle_message(source, text, agent, send)
+            latencies.append(time.perf_counter() - t0)
+            done[0] += 1
+            if progress is not None and done[0] % 100 == 0:
+                progress(done[0], len(work))
+
+    async def main() -> float:
+        t = AsyncTurnlog(Turnlog(db, owner="bench"), store_threads=4, threads=max(8, concurrency))
+        start = time.perf_counter()
+        await asyncio.gather(*(lane(t, items) for items in lanes))
+        wall = time.perf_counter() - start
+        await t.close()
+        return wall
+
+    wall = asyncio.run(main())
+    lat_ms = [x * 1000 for x in latencies]
+    result = {
+        "bench": "turnlog-concurrent",
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count()},
+        "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed, "concurrency": len(lanes)},
+        "turns_done": len(latencies),
+        "workload_wall_s": round(wall, 3),
+        "turns_per_s": round(len(latencies) / wall, 2),
+        "turn_latency_ms": {"p50": round(percentile(lat_ms, 50), 3), "p90": round(percentile(lat_ms, 90), 3),
+                            "p99": round(percentile(lat_ms, 99), 3), "max": round(max(lat_ms), 3),
+                            "mean": round(statistics.fmean(lat_ms), 3)},
+        "workdir": home,
+    }
+    if workdir is None:
+        shutil.rmtree(home, ignore_errors=True)
+        result["workdir"] += " (deleted)"
+    return result
