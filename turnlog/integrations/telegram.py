@@ -26,16 +26,16 @@ it with `turnlog ledger retry|abandon`).
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx
 from telegram import Bot, Update
 from telegram.error import BadRequest, NetworkError, TimedOut
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from turnlog import BootReport, SendOutcomeUnknown, SessionSource, SweepReport, Turnlog, TurnOutcome
-from turnlog.aio import AsyncAgent, wrap
+from turnlog import SendOutcomeUnknown, SessionSource
+
+from .gateway import BotGateway, SendTo, classified_send
 
 PLATFORM = "telegram"
 MESSAGE_ID_PREFIX = "tg"
@@ -43,8 +43,6 @@ MESSAGE_ID_PREFIX = "tg"
 CHAT_TYPES = {"private": "dm", "group": "group", "supergroup": "group", "channel": "channel"}
 # Failures of the HTTP client that happen before a request is written: nothing reached Telegram.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-
-Reconcile = Callable[[dict[str, Any], Any], "bool | None | Awaitable[bool | None]"]
 
 
 class TelegramSendFailed(RuntimeError):
@@ -83,30 +81,15 @@ def as_send_outcome(failure: BaseException) -> BaseException:
 
 async def send_text(bot: Bot, chat_id: str, text: str, thread_id: str | None = None) -> Any:
     """bot.send_message, its failures mapped for the ledger (as_send_outcome)."""
-    try:
-        return await bot.send_message(chat_id=int(chat_id), text=text,
-                                      message_thread_id=int(thread_id) if thread_id else None)
-    except Exception as failure:  # noqa: BLE001 - every failure is classified for the ledger
-        mapped = as_send_outcome(failure)
-        if mapped is failure:
-            raise
-        raise mapped from failure
+    return await classified_send(bot.send_message(chat_id=int(chat_id), text=text,
+                                                  message_thread_id=int(thread_id) if thread_id else None),
+                                 as_send_outcome)
 
 
-class TurnlogTelegram:
-    """One Telegram bot in front of one Turnlog. `agent(history, item)` is a coroutine function
-    (turnlog.aio's agent); `gateway` names the boots in `turnlog status`."""
+class TurnlogTelegram(BotGateway):
+    """One Telegram bot in front of one Turnlog (BotGateway: agent, gateway, reconcile)."""
 
-    def __init__(self, turnlog: Turnlog, agent: AsyncAgent, *, gateway: str = PLATFORM,
-                 reconcile: Reconcile | None = None) -> None:
-        self.turnlog = turnlog
-        self.aio = wrap(turnlog)
-        self.agent = agent
-        self.gateway = gateway
-        self.reconcile = reconcile
-        self.tasks: set[asyncio.Task[Any]] = set()
-        self.boot: BootReport | None = None
-        self.swept: SweepReport | None = None
+    platform = PLATFORM
 
     def handler(self) -> MessageHandler:
         """The PTB handler: accept, then run the turn in a task of its own."""
@@ -121,61 +104,26 @@ class TurnlogTelegram:
 
     async def on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         source = source_of(update)
-        if source is None:
+        if source is None or update.effective_message is None:
             return
-        accepted = await self.aio.run(self.turnlog.accept, source, update.effective_message.text)
+        accepted = await self.accept(source, update.effective_message.text or "")
         if accepted.duplicate is not None:
             return
         # Accepted durably: the handler returns now, so polling goes on while the agent thinks.
-        self._spawn(self.run_pending(context.bot, source))
-
-    async def run_pending(self, bot: Bot, source: SessionSource) -> list[TurnOutcome]:
-        """Run the key's waiting turns, each under turnlog's lease, replies through the ledger."""
-        async def send(text: str) -> None:
-            await send_text(bot, source.chat_id, text, source.thread_id)
-        return await self.aio.run_pending(source, self.agent, send)
+        self.spawn(self.run_pending(source, sender(context.bot)))
 
     async def on_start(self, app: Application) -> None:
-        """What a boot owes: recover earlier boots, settle their owed and unknown replies, resume
-        interrupted turns, then run messages accepted but never run."""
-        self.boot = await self.aio.start_gateway(self.gateway)
-        bot = app.bot
-
-        async def sweep_send(target: dict[str, Any], text: str) -> None:
-            await send_text(bot, target["chat_id"], text, target.get("thread_id"))
-        options: dict[str, Any] = {"platforms": {PLATFORM}}
-        if self.reconcile is not None:
-            options["reconcile"] = self.reconcile
-        self.swept = await self.aio.sweep_deliveries(sweep_send, **options)
-        await self._resume(bot)
-        for source in await self.aio.run(self.turnlog.pending_inbound):
-            if source.platform == PLATFORM:
-                self._spawn(self.run_pending(bot, source))
-
-    async def _resume(self, bot: Bot) -> None:
-        # resume_interrupted has one sender for every session; the agent runs first in each
-        # resumed turn, so it notes where that turn's reply goes.
-        target: dict[str, Any] = {}
-
-        async def agent(history: Any, item: Any) -> Any:
-            target.clear()
-            target.update(item.source or {})
-            return await self.agent(history, item)
-
-        async def send(text: str) -> None:
-            await send_text(bot, target["chat_id"], text, target.get("thread_id"))
-        await self.aio.resume_interrupted(agent, send)
+        await self.start(sender(app.bot))
 
     async def on_stop(self, app: Application) -> None:
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.aio.stop_gateway()
+        await self.stop()
 
-    def _spawn(self, work: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(work)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+
+def sender(bot: Bot) -> SendTo:
+    async def send_to(target: dict[str, Any], text: str) -> None:
+        await send_text(bot, target["chat_id"], text, target.get("thread_id"))
+    return send_to
 
 
 __all__ = ["CHAT_TYPES", "PLATFORM", "TelegramSendFailed", "TurnlogTelegram", "as_send_outcome", "send_text",
-           "source_of"]
+           "sender", "source_of"]
