@@ -26,7 +26,7 @@ import discord
 
 from turnlog import SendOutcomeUnknown, SessionSource
 
-from .gateway import BotGateway, classified_send
+from .gateway import BotGateway, classifying
 
 PLATFORM = "discord"
 HISTORY_LIMIT = 20  # how many of the channel's last messages reconcile reads
@@ -76,7 +76,8 @@ def as_send_outcome(failure: BaseException) -> BaseException:
 
 async def send_text(channel: Any, text: str) -> Any:
     """channel.send, its failures mapped for the ledger (as_send_outcome)."""
-    return await classified_send(channel.send(text), as_send_outcome)
+    with classifying(as_send_outcome):
+        return await channel.send(text)
 
 
 class TurnlogDiscord(BotGateway):

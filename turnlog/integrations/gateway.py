@@ -4,12 +4,12 @@ and on start settle what earlier boots owed (recover, sweep, resume, run what wa
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator
 
 from turnlog import Accepted, BootReport, SessionSource, SweepReport, Turnlog, TurnOutcome
 from turnlog.aio import AsyncAgent, wrap
 
-T = TypeVar("T")
 # Sends `text` to a reply target (a ledger target: platform, chat_id, thread_id, ...).
 SendTo = Callable[[dict[str, Any], str], Awaitable[Any]]
 
@@ -81,11 +81,12 @@ class BotGateway:
         await self.aio.stop_gateway()
 
 
-async def classified_send(send: Awaitable[T], classify: Callable[[BaseException], BaseException]) -> T:
-    """Await a platform send; a failure is raised as `classify` names it for the ledger
+@contextmanager
+def classifying(classify: Callable[[BaseException], BaseException]) -> Iterator[None]:
+    """Around a platform send: a failure is raised as `classify` names it for the ledger
     (SendOutcomeUnknown when it may have reached the chat), chained to the original."""
     try:
-        return await send
+        yield
     except Exception as failure:  # noqa: BLE001 - every failure is classified for the ledger
         mapped = classify(failure)
         if mapped is failure:
@@ -93,4 +94,4 @@ async def classified_send(send: Awaitable[T], classify: Callable[[BaseException]
         raise mapped from failure
 
 
-__all__ = ["BotGateway", "SendTo", "classified_send"]
+__all__ = ["BotGateway", "SendTo", "classifying"]

@@ -35,7 +35,7 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 
 from turnlog import SendOutcomeUnknown, SessionSource
 
-from .gateway import BotGateway, SendTo, classified_send
+from .gateway import BotGateway, SendTo, classifying
 
 PLATFORM = "telegram"
 MESSAGE_ID_PREFIX = "tg"
@@ -81,9 +81,9 @@ def as_send_outcome(failure: BaseException) -> BaseException:
 
 async def send_text(bot: Bot, chat_id: str, text: str, thread_id: str | None = None) -> Any:
     """bot.send_message, its failures mapped for the ledger (as_send_outcome)."""
-    return await classified_send(bot.send_message(chat_id=int(chat_id), text=text,
-                                                  message_thread_id=int(thread_id) if thread_id else None),
-                                 as_send_outcome)
+    with classifying(as_send_outcome):
+        return await bot.send_message(chat_id=int(chat_id), text=text,
+                                      message_thread_id=int(thread_id) if thread_id else None)
 
 
 class TurnlogTelegram(BotGateway):
