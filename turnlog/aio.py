@@ -38,7 +38,7 @@ from .errors import TurnCancelled
 
 T = TypeVar("T")
 AsyncAgent = Callable[[Sequence[Any], InboxItem], Any]  # a coroutine function or an async generator function
-AsyncSend = Callable[[str], Awaitable[Any]]
+AsyncSend = Callable[..., Awaitable[Any]]  # send(text), or send(text, idempotency_key=...)
 AsyncSweepSend = Callable[[dict[str, Any], str], Awaitable[Any]]
 
 DEFAULT_STORE_THREADS = 2
@@ -81,7 +81,7 @@ class AsyncTurnlog:
             self._slots.acquire()
 
     def _bridge(self, loop: asyncio.AbstractEventLoop, agent: AsyncAgent, send: AsyncSend
-                ) -> tuple[Callable[[Sequence[Any], InboxItem], Any], Callable[[str], None]]:
+                ) -> tuple[Callable[[Sequence[Any], InboxItem], Any], Callable[..., None]]:
         def responder(history: Sequence[Any], item: InboxItem) -> Any:
             messages = list(history)  # read here, in the worker thread, not on the loop
             running = current_turn()

@@ -13,10 +13,11 @@ import pytest
 discord = pytest.importorskip("discord")
 
 import turnlog  # noqa: E402
+from chat import echo  # noqa: E402
 from turnlog.integrations.discord import TurnlogDiscord, as_send_outcome, source_of  # noqa: E402
 
 BOT_USER = SimpleNamespace(id=1, name="turnlog-bot", bot=True)
-ALICE = SimpleNamespace(id=42, name="alice", bot=False)
+AUTHOR = SimpleNamespace(id=42, name="alice", bot=False)
 
 
 @dataclass
@@ -52,13 +53,13 @@ class Client:
         return self.channels.get(ident)
 
 
-def message(ident: int, text: str, channel: Channel, *, guild: int | None = 7, author: Any = ALICE) -> Any:
+def message(ident: int, text: str, channel: Channel, *, guild: int | None = 7, author: Any = AUTHOR) -> Any:
     return SimpleNamespace(id=ident, content=text, channel=channel, author=author,
                            guild=SimpleNamespace(id=guild) if guild is not None else None)
 
 
-async def echo(history: Any, item: Any) -> str:
-    return f"echo: {item.text}"
+async def agent(history: Any, item: Any) -> str:
+    return echo(history, item)
 
 
 def server_error() -> BaseException:
@@ -75,11 +76,11 @@ def run(adapter: TurnlogDiscord, *messages: Any) -> None:
 
 def test_a_message_replayed_by_a_resume_runs_one_turn(t: turnlog.Turnlog) -> None:
     channel = Channel(100)
-    adapter = TurnlogDiscord(t, echo)
+    adapter = TurnlogDiscord(t, agent)
     adapter.attach(Client(channel))
     hello = message(555, "hello", channel)
     run(adapter, hello, hello, message(556, "again", channel))
-    assert channel.sent == ["echo: hello", "echo: again"]
+    assert channel.sent == ["re: hello", "re: again"]
     source = source_of(hello)
     assert source is not None and source.message_id == "555" and source.scope_id == "7"
     assert [f.message_id for f in t.message_fates(source)] == ["555", "556"]
@@ -87,7 +88,7 @@ def test_a_message_replayed_by_a_resume_runs_one_turn(t: turnlog.Turnlog) -> Non
 
 def test_the_bot_ignores_its_own_messages(t: turnlog.Turnlog) -> None:
     channel = Channel(100)
-    adapter = TurnlogDiscord(t, echo)
+    adapter = TurnlogDiscord(t, agent)
     adapter.attach(Client(channel))
     run(adapter, message(1, "a reply of mine", channel, author=BOT_USER))
     assert channel.sent == [] and t.ledger() == []
@@ -112,16 +113,16 @@ def test_a_send_that_may_have_posted_is_reconciled_from_the_history_not_reposted
     channel = Channel(100, failures=[server_error()])
     first = make_turnlog(owner="boot-1")
     first.start_gateway("discord")
-    adapter = TurnlogDiscord(first, echo)
+    adapter = TurnlogDiscord(first, agent)
     adapter.attach(Client(channel))
     run(adapter, message(555, "hello", channel))
     assert [row.state for row in first.ledger()] == ["unknown"]
     first.close()
 
     again = make_turnlog(owner="boot-2")
-    restarted = TurnlogDiscord(again, echo)
+    restarted = TurnlogDiscord(again, agent)
     restarted.attach(Client(channel))
     asyncio.run(restarted.client.events["on_ready"]())
     assert restarted.swept is not None and len(restarted.swept.reconciled) == 1
-    assert channel.sent == ["echo: hello"]
+    assert channel.sent == ["re: hello"]
     assert [row.state for row in again.ledger()] == ["delivered"]

@@ -17,6 +17,7 @@ from slack_bolt.authorization import AuthorizeResult  # noqa: E402
 from slack_sdk import WebClient  # noqa: E402
 
 import turnlog  # noqa: E402
+from chat import echo  # noqa: E402
 from turnlog.integrations.slack import TurnlogSlack, as_send_outcome, source_of  # noqa: E402
 
 
@@ -52,10 +53,6 @@ def request(payload: dict[str, Any], retry: int | None = None) -> BoltRequest:
     return BoltRequest(body=json.dumps(payload), headers=headers)
 
 
-def echo(history: Any, item: Any) -> str:
-    return f"echo: {item.text}"
-
-
 @pytest.fixture
 def slack(t: turnlog.Turnlog) -> tuple[App, list[str], list[str]]:
     order: list[str] = []
@@ -84,8 +81,8 @@ def test_a_retried_event_is_acked_and_runs_one_turn(t: turnlog.Turnlog, slack: A
     retried = app.dispatch(request(body("Ev1", "hello"), retry=1))
     assert (first.status, retried.status) == (200, 200)
     app.dispatch(request(body("Ev2", "again")))
-    assert posted == ["echo: hello", "echo: again"]
-    assert order[:2] == ["ack", "post echo: hello"]  # acked before the turn ran
+    assert posted == ["re: hello", "re: again"]
+    assert order[:2] == ["ack", "post re: hello"]  # acked before the turn ran
     source = source_of(body("Ev1", "hello"))
     assert source is not None and source.message_id == "Ev1" and source.scope_id == "T1"
     assert [f.message_id for f in t.message_fates(source)] == ["Ev1", "Ev2"]
