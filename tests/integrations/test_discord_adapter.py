@@ -68,9 +68,9 @@ def server_error() -> BaseException:
 
 def run(adapter: TurnlogDiscord, *messages: Any) -> None:
     async def main() -> None:
-        for m in messages:
+        for m in messages:  # each message's turns end before the next arrives
             await adapter.client.events["on_message"](m)
-        await asyncio.gather(*adapter.tasks)
+            await asyncio.gather(*adapter.tasks)
     asyncio.run(main())
 
 
@@ -126,3 +126,14 @@ def test_a_send_that_may_have_posted_is_reconciled_from_the_history_not_reposted
     assert restarted.swept is not None and len(restarted.swept.reconciled) == 1
     assert channel.sent == ["re: hello"]
     assert [row.state for row in again.ledger()] == ["delivered"]
+
+
+def test_a_slash_command_is_handled_and_answered_once(t: turnlog.Turnlog) -> None:
+    channel = Channel(100)
+    adapter = TurnlogDiscord(t, agent)
+    adapter.attach(Client(channel))
+    new = message(560, "/new", channel)
+    run(adapter, message(559, "hello", channel), new, new, message(561, "after", channel))
+    assert channel.sent[0] == "re: hello" and channel.sent[2] == "re: after"
+    assert len(channel.sent) == 3  # the /new notice once, though delivered twice
+    assert len({s.session_id for s in t.sessions()}) == 2

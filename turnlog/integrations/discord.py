@@ -105,10 +105,7 @@ class TurnlogDiscord(BotGateway):
         source = source_of(message)
         if source is None:
             return
-        accepted = await self.accept(source, message.content)
-        if accepted.duplicate is not None:
-            return  # replayed by a RESUME, or sent twice
-        self.spawn(self.run_pending(source, self.send_to))
+        await self.take(source, message.content, self.send_to)  # a RESUME's replay is refused
 
     async def on_ready(self) -> None:
         if self.boot is None:  # on_ready fires again after a reconnect; the gateway starts once

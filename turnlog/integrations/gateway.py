@@ -7,7 +7,8 @@ import asyncio
 from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Iterator
 
-from turnlog import Accepted, BootReport, SessionSource, SweepReport, Turnlog, TurnOutcome
+from turnlog import (SLASH_COMMANDS, Accepted, BootReport, SessionSource, SweepReport, Turnlog, TurnOutcome,
+                     parse_command)
 from turnlog.aio import AsyncAgent, wrap
 
 # Sends `text` to a reply target (a ledger target: platform, chat_id, thread_id, ...).
@@ -36,9 +37,25 @@ class BotGateway:
         """Durably accept one inbound message (a repeat is refused: `duplicate` says why)."""
         return await self.aio.run(self.turnlog.accept, source, text)
 
+    async def take(self, source: SessionSource, text: str, send_to: SendTo) -> bool:
+        """What a handler does with a message: a slash command (/new, /stop, /queue...) is
+        handled at once and answered; anything else is accepted. Then, unless it was a repeat,
+        the key's turns run in a task of their own. False for a repeat."""
+        parsed = parse_command(text)
+        if parsed is not None and parsed[0] in SLASH_COMMANDS:
+            result = await self.aio.run(self.turnlog.command, source, text)
+            if result.duplicate:
+                return False
+            if result.reply:  # the command's own answer: not a turn's reply, so not owed by the ledger
+                await send_to(target_of(source), result.reply)
+        elif (await self.accept(source, text)).duplicate is not None:
+            return False
+        self.spawn(self.run_pending(source, send_to))
+        return True
+
     async def run_pending(self, source: SessionSource, send_to: SendTo) -> list[TurnOutcome]:
         """Run the key's waiting turns, each under turnlog's lease, replies through the ledger."""
-        target = {"platform": source.platform, "chat_id": source.chat_id, "thread_id": source.thread_id}
+        target = target_of(source)
 
         async def send(text: str) -> None:
             await send_to(target, text)
@@ -81,6 +98,11 @@ class BotGateway:
         await self.aio.stop_gateway()
 
 
+def target_of(source: SessionSource) -> dict[str, Any]:
+    """Where a reply to the source goes, as the ledger names a target."""
+    return {"platform": source.platform, "chat_id": source.chat_id, "thread_id": source.thread_id}
+
+
 @contextmanager
 def classifying(classify: Callable[[BaseException], BaseException]) -> Iterator[None]:
     """Around a platform send: a failure is raised as `classify` names it for the ledger
@@ -94,4 +116,4 @@ def classifying(classify: Callable[[BaseException], BaseException]) -> Iterator[
         raise mapped from failure
 
 
-__all__ = ["BotGateway", "SendTo", "classifying"]
+__all__ = ["BotGateway", "SendTo", "classifying", "target_of"]

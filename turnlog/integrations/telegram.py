@@ -106,11 +106,8 @@ class TurnlogTelegram(BotGateway):
         source = source_of(update)
         if source is None or update.effective_message is None:
             return
-        accepted = await self.accept(source, update.effective_message.text or "")
-        if accepted.duplicate is not None:
-            return
-        # Accepted durably: the handler returns now, so polling goes on while the agent thinks.
-        self.spawn(self.run_pending(source, sender(context.bot)))
+        # Accepted durably, the turn in a task: the handler returns, polling goes on meanwhile.
+        await self.take(source, update.effective_message.text or "", sender(context.bot))
 
     async def on_start(self, app: Application) -> None:
         await self.start(sender(app.bot))
