@@ -27,6 +27,11 @@ CHILD = Path(__file__).with_name("telegram_child.py")
 WAIT_S = 60.0
 
 
+def no_proxy(env: dict[str, str]) -> dict[str, str]:
+    """Without proxy settings: httpx would send even a loopback request to a configured proxy."""
+    return {k: v for k, v in env.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+
+
 @pytest.fixture
 def api() -> Iterator[FakeBotApi]:
     with FakeBotApi() as fake:
@@ -44,7 +49,7 @@ class Bot:
     def start(self) -> dict[str, Any]:
         (self.work / "started.json").unlink(missing_ok=True)
         self.proc = subprocess.Popen([sys.executable, str(CHILD), str(self.db), str(self.work), self.api.base_url],
-                                     env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     env=no_proxy(child_env()), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         return self.cue("started")
 
     def cue(self, name: str) -> dict[str, Any]:
