@@ -122,6 +122,11 @@ def test_a_bot_killed_mid_turn_answers_once_after_its_restart(api: FakeBotApi, b
     assert len(api.texts()) == 1
     assert api.texts()[0].endswith("echo: are you there")
     assert ledger_states(bot.db) == ["delivered"]
+    with turnlog.open(bot.db) as t:  # nothing lost, nothing doubled: one question, one answer
+        (session,) = t.sessions()
+        messages = [(m["role"], m["content"]) for m in t.transcript(session.session_id)]
+    assert [m for m in messages if m[0] != "system"] == [("user", "are you there"), ("assistant", api.texts()[0])]
+    assert [m[0] for m in messages].count("system") == 1  # the resumed turn's note on what interrupted it
 
 
 def test_a_send_timed_out_after_it_was_recorded_is_reconciled_not_reposted(api: FakeBotApi, bot: Bot) -> None:
