@@ -14,7 +14,7 @@ from telegram import Bot, Update  # noqa: E402
 from telegram.error import BadRequest, NetworkError, TimedOut  # noqa: E402
 
 import turnlog  # noqa: E402
-from turnlog.integrations.telegram import TelegramSendFailed, as_send_outcome, source_of  # noqa: E402
+from turnlog.integrations.telegram import TelegramSendFailed, TurnlogTelegram, as_send_outcome, source_of  # noqa: E402
 
 BOT = Bot("123456:TEST-not-a-real-token", base_url="http://127.0.0.1:9/bot")
 
@@ -26,6 +26,10 @@ def update(chat: dict[str, Any], **message: Any) -> Update:
     parsed = Update.de_json(data, BOT)
     assert parsed is not None
     return parsed
+
+
+async def agent(history: Any, item: Any) -> str:
+    return "unused"
 
 
 def chained(failure: BaseException, cause: BaseException) -> BaseException:
@@ -73,3 +77,12 @@ def test_a_failure_before_the_request_was_written_is_a_plain_failure(failure: Ba
 def test_an_answer_from_telegram_is_a_plain_failure() -> None:
     refused = BadRequest("Chat not found")
     assert as_send_outcome(refused) is refused
+
+
+def test_the_handler_takes_new_text_messages_not_edits(t: turnlog.Turnlog) -> None:
+    handler = TurnlogTelegram(t, agent).handler()
+    chat = {"id": 42, "type": "private"}
+    new = update(chat)
+    edited = Update.de_json({"update_id": 8, "edited_message": {**new.to_dict()["message"], "edit_date": 1}}, BOT)
+    assert handler.check_update(new)
+    assert not handler.check_update(edited)

@@ -92,8 +92,9 @@ class TurnlogTelegram(BotGateway):
     platform = PLATFORM
 
     def handler(self) -> MessageHandler:
-        """The PTB handler: accept, then run the turn in a task of its own."""
-        return MessageHandler(filters.TEXT, self.on_update)
+        """The PTB handler of new text messages: accept, then run the turn in a task of its own.
+        An edit keeps its message's id, so it is not taken for a new message (nor refused as one)."""
+        return MessageHandler(filters.UpdateType.MESSAGE & filters.TEXT, self.on_update)
 
     def build(self, builder: ApplicationBuilder) -> Application:
         """An Application with this handler, starting the gateway (recovery, sweep, resume) on init
