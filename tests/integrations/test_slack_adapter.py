@@ -101,3 +101,35 @@ def test_a_post_that_timed_out_is_unknown_a_refused_one_is_not() -> None:
     assert isinstance(as_send_outcome(TimeoutError("read timed out")), turnlog.SendOutcomeUnknown)
     refused = SlackApiError("not_in_channel", {"ok": False, "error": "not_in_channel"})
     assert not isinstance(as_send_outcome(refused), turnlog.SendOutcomeUnknown)
+
+
+class History:
+    """The part of slack_sdk's WebClient that reconcile reads: what the app posted in a channel."""
+
+    def __init__(self, posted: list[str]) -> None:
+        self.posted = posted
+
+    def conversations_history(self, channel: str, limit: int) -> dict[str, Any]:
+        return {"ok": True, "messages": [{"bot_id": "B0", "text": text} for text in reversed(self.posted)][:limit]}
+
+
+def test_a_post_that_timed_out_is_reconciled_from_the_history_at_the_next_start(make_turnlog: Any) -> None:
+    posted: list[str] = []
+
+    def post_then_time_out(channel: str, text: str, thread: str | None) -> None:
+        posted.append(text)
+        raise TimeoutError("the read timed out after the post was written")
+
+    first = make_turnlog(owner="boot-1")
+    TurnlogSlack(first, echo, post=post_then_time_out).start(History(posted))
+    source = source_of(body("Ev1", "hello"))
+    assert source is not None
+    first.accept(source, "hello")
+    TurnlogSlack(first, echo, post=post_then_time_out).run_turns(source, History(posted))
+    assert [row.state for row in first.ledger()] == ["unknown"]
+    first.close()
+
+    again = make_turnlog(owner="boot-2")
+    TurnlogSlack(again, echo, post=lambda *a: posted.append(a[1])).start(History(posted))
+    assert posted == ["re: hello"]
+    assert [row.state for row in again.ledger()] == ["delivered"]
