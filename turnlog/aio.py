@@ -128,6 +128,16 @@ class AsyncTurnlog:
         key = self.turnlog.routing_key(source)
         async with self._accepting.setdefault(key, asyncio.Lock()):  # FIFO: arrival order
             await self.run(self.turnlog.accept, source, text, kind=kind)
+        return await self._run_key(key, source, agent, send, timeout)
+
+    async def run_pending(self, source: SessionSource, agent: AsyncAgent, send: AsyncSend, *,
+                          timeout: float | None = None) -> list[TurnOutcome]:
+        """Run the source's key's waiting turns until its queue is empty: the second half of
+        handle_message, for a webhook or bot handler that accepted (and acknowledged) first."""
+        return await self._run_key(self.turnlog.routing_key(source), source, agent, send, timeout)
+
+    async def _run_key(self, key: str, source: SessionSource, agent: AsyncAgent, send: AsyncSend,
+                       timeout: float | None) -> list[TurnOutcome]:
         async with self._running.setdefault(key, asyncio.Lock()):
             return await self._run_turns(source, agent, send, timeout)
 

@@ -1,4 +1,5 @@
-"""The faces (the `turnlog` command in turnlog/cli/, the web viewer in turnlog/web/) reach the
+"""The faces (the `turnlog` command in turnlog/cli/, the web viewer in turnlog/web/, the bot-library
+adapters in turnlog/integrations/) reach the
 engine only through the public package: names in `turnlog.__all__`, their own modules, and
 anything outside turnlog. Every import counts, those under `if TYPE_CHECKING:` and inside
 functions too: a face that names an internal type depends on it all the same."""
@@ -83,3 +84,18 @@ def test_the_web_viewer_reaches_inside_no_more_than_it_did() -> None:
         ", ".join(f"{a} imports {b}" for a, b in sorted(new))
     gone = WEB_KNOWN - found
     assert not gone, "no longer needed, delete from WEB_KNOWN: " + ", ".join(f"{a} -> {b}" for a, b in sorted(gone))
+
+
+def test_the_bot_adapters_import_only_the_public_package() -> None:
+    found = violations("integrations", {"turnlog.aio"})
+    assert not found, "turnlog/integrations/ reaches inside the engine (use or add a public name): " + \
+        ", ".join(f"{a} imports {b}" for a, b in sorted(found))
+
+
+def test_importing_turnlog_imports_no_bot_library() -> None:
+    import subprocess
+    import sys
+    code = ("import sys, turnlog; "
+            "print(sorted(m for m in ('telegram', 'discord', 'slack_bolt', 'slack_sdk') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

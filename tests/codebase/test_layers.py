@@ -12,6 +12,7 @@ every `x._name` against the names its own module defines.
                                                    -> everything below the faces
     tools        ingest, bench, demo, workload    -> the public API
     cli, web     the faces                        -> the public API, tools (and cli -> web, to serve it)
+    integrations the bot-library adapters, a face -> the public API, tools
 
 `base` is the few top-level modules every layer above the pure core may use (clock, config, the
 garbage-collector pause); the public API is the `turnlog` package, `api`, `aio`, `errors`.
@@ -48,6 +49,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tools": PUBLIC | BASE | {"tools", "domain"},
     "cli": PUBLIC | {"tools", "web"},
     "web": PUBLIC | {"tools"},
+    "integrations": PUBLIC | {"tools"},
     "__main__": {"cli"},
 }
 
