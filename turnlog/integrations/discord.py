@@ -40,7 +40,7 @@ class DiscordSendFailed(RuntimeError):
     """A send that certainly did not reach Discord (the ledger may resend it as it is)."""
 
 
-def source_of(message: Any) -> SessionSource | None:
+def source_of(message: Any, account_id: str | None = None) -> SessionSource | None:
     """The SessionSource of a discord.Message (None for one without text)."""
     if not message.content:
         return None
@@ -58,7 +58,7 @@ def source_of(message: Any) -> SessionSource | None:
         platform=PLATFORM, chat_id=chat_id, chat_name=getattr(channel, "name", None), chat_type=chat_type,
         user_id=str(author.id), user_name=getattr(author, "name", None), thread_id=thread_id,
         is_bot=bool(getattr(author, "bot", False)), scope_id=str(guild.id) if guild is not None else None,
-        message_id=str(message.id),
+        message_id=str(message.id), account_id=account_id,
     )
 
 
@@ -102,7 +102,7 @@ class TurnlogDiscord(BotGateway):
     async def on_message(self, message: Any) -> None:
         if self.client is not None and message.author == self.client.user:
             return  # the bot's own replies
-        source = source_of(message)
+        source = source_of(message, self.account_id)
         if source is None:
             return
         await self.take(source, message.content, self.send_to)  # a RESUME's replay is refused

@@ -18,13 +18,16 @@ SendTo = Callable[[dict[str, Any], str], Awaitable[Any]]
 class BotGateway:
     """One bot in front of one Turnlog. `agent(history, item)` is a coroutine function
     (turnlog.aio's agent); `gateway` names the boots in `turnlog status`; `reconcile(target,
-    attempt)` answers whether a send of unknown outcome reached the chat."""
+    attempt)` answers whether a send of unknown outcome reached the chat; `account_id` names the
+    bot account when the gateway runs several bots on one platform (it becomes part of the key:
+    docs/behaviour.md §2.8), None for one bot."""
 
     platform = ""
 
     def __init__(self, turnlog: Turnlog, agent: AsyncAgent, *, gateway: str | None = None,
-                 reconcile: Any = None) -> None:
+                 reconcile: Any = None, account_id: str | None = None) -> None:
         self.turnlog = turnlog
+        self.account_id = account_id
         self.aio = wrap(turnlog)
         self.agent = agent
         self.gateway = gateway or self.platform

@@ -40,7 +40,7 @@ class SlackSendFailed(RuntimeError):
     """A send that certainly did not reach Slack (the ledger may resend it as it is)."""
 
 
-def source_of(body: dict[str, Any]) -> SessionSource | None:
+def source_of(body: dict[str, Any], account_id: str | None = None) -> SessionSource | None:
     """The SessionSource of an Events API body holding a user's message (None for anything else:
     a bot's message, an edit, an event without text)."""
     event = body.get("event") or {}
@@ -51,7 +51,7 @@ def source_of(body: dict[str, Any]) -> SessionSource | None:
     chat_type = "dm" if channel_type == "im" else "thread" if thread_ts else "group"
     return SessionSource(platform=PLATFORM, chat_id=event["channel"], chat_type=chat_type, user_id=event.get("user"),
                          thread_id=thread_ts, scope_id=body.get("team_id") or event.get("team"),
-                         message_id=body.get("event_id"))
+                         message_id=body.get("event_id"), account_id=account_id)
 
 
 def as_send_outcome(failure: BaseException) -> BaseException:
@@ -70,8 +70,9 @@ class TurnlogSlack:
     """One Slack app in front of one Turnlog (`gateway` names its boots in `turnlog status`)."""
 
     def __init__(self, turnlog: Turnlog, agent: Callable[[Any, Any], Any], *, gateway: str = PLATFORM,
-                 post: Post | None = None, reconcile: Any = None) -> None:
+                 post: Post | None = None, reconcile: Any = None, account_id: str | None = None) -> None:
         self.turnlog = turnlog
+        self.account_id = account_id  # the Slack app, when one gateway runs several (part of the key)
         self.agent = agent
         self.gateway = gateway
         self.post = post
@@ -85,14 +86,14 @@ class TurnlogSlack:
 
     def accept_event(self, body: dict[str, Any], ack: Callable[..., Any]) -> None:
         """Bolt's ack function: accept durably, then ack (a retry is refused, and acked too)."""
-        source = source_of(body)
+        source = source_of(body, self.account_id)
         if source is not None:
             self.turnlog.accept(source, body["event"]["text"])
         ack()
 
     def run_event(self, body: dict[str, Any], client: Any) -> None:
         """Bolt's lazy function, after the ack: run the key's waiting turns."""
-        source = source_of(body)
+        source = source_of(body, self.account_id)
         if source is not None:
             self.run_turns(source, client)
 

@@ -49,7 +49,7 @@ class TelegramSendFailed(RuntimeError):
     """A send that certainly did not reach Telegram (the ledger may resend it as it is)."""
 
 
-def source_of(update: Update) -> SessionSource | None:
+def source_of(update: Update, account_id: str | None = None) -> SessionSource | None:
     """The SessionSource of an update's message (None for an update without a text message)."""
     message = update.effective_message
     chat = update.effective_chat
@@ -64,7 +64,7 @@ def source_of(update: Update) -> SessionSource | None:
         user_name=(user.username or user.full_name) if user else None,
         thread_id=str(thread) if thread is not None else None,
         is_bot=bool(user and user.is_bot),
-        message_id=f"{MESSAGE_ID_PREFIX}{message.message_id}",
+        message_id=f"{MESSAGE_ID_PREFIX}{message.message_id}", account_id=account_id,
     )
 
 
@@ -104,7 +104,7 @@ class TurnlogTelegram(BotGateway):
         return app
 
     async def on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        source = source_of(update)
+        source = source_of(update, self.account_id)
         if source is None or update.effective_message is None:
             return
         # Accepted durably, the turn in a task: the handler returns, polling goes on meanwhile.
