@@ -1,4 +1,5 @@
-"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (docs/behaviour.md §8, §9).
+"""Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume (docs/behaviour.md §8, §9);
+/undo and /retry edit its history (edit_commands.py).
 
 /new and /reset follow seed 000 §5: the running turn's lease is revoked (its generation is over,
 so its later writes are refused), conversation-scoped state is cleared and async children are
@@ -8,7 +9,6 @@ route is detached so that the next message gets a fresh session. The old transcr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..domain.inbox import HUMAN, QUEUED, Inbox
@@ -18,24 +18,14 @@ from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..errors import NotFound
+from .command_result import CommandResult
 from .context import CommandContext
+from .edit_commands import EditCommands
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
 from .lease import LeaseCommands
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    command: str
-    reply: str | None  # what the gateway should answer (None: stay silent)
-    session_id: str | None = None
-    changed: bool = False
-    duplicate: bool = False  # refused as a redelivery of a command already handled (its message_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def parse_command(text: str) -> tuple[str, str] | None:
@@ -48,7 +38,7 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return (name, rest.strip())
 
 
-COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume")
+COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", "/undo", "/retry")
 
 
 class SlashCommands:
@@ -58,6 +48,7 @@ class SlashCommands:
         self.routing = routing
         self.turns = turns
         self.inbound = inbound
+        self.edits = EditCommands(ctx, routing, turns, inbound)
 
     def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
         parsed = parse_command(text)
@@ -75,6 +66,10 @@ class SlashCommands:
             return self.stop(source, actor=actor, cause=cause)
         if name in ("/queue", "/q"):
             return self.queue(source, arg, actor=actor, cause=cause)
+        if name == "/undo":
+            return self.edits.undo(source, arg, actor=actor, cause=cause)
+        if name == "/retry":
+            return self.edits.retry(source, actor=actor, cause=cause)
         return self.resume(source, arg, actor=actor, cause=cause)
 
     def reset(self, source: SessionSource, name: str, *, actor: str, cause: str) -> CommandResult:
