@@ -17,6 +17,7 @@ from .commands.recovery import RecoveryReport
 from .commands.sweep import SweepReport
 from .commands.routing import RouteResult
 from .commands.lease import LeaseToken, MessageRecord
+from .commands.history_edits import UndoResult
 from .commands.message_fates import MessageFate
 from .commands.slash import COMMANDS as SLASH_COMMANDS, CommandResult, parse_command
 from .commands.turn import TurnOutcome
@@ -28,8 +29,8 @@ from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, ConflictError, GatewayStillRunning, HermesHomeError, InvalidRequest,
-                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionOwnedElsewhere,
-                     StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
+                     LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SessionBusy,
+                     SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
 from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, SuspendedSession
@@ -114,6 +115,7 @@ __all__ = [
     "RunningTurn",
     "SearchHit",
     "SequentialIds",
+    "SessionBusy",
     "SessionOwnedElsewhere",
     "SessionRow",
     "SessionSource",
@@ -133,6 +135,7 @@ __all__ = [
     "TurnOutcome",
     "TurnSpan",
     "TypedRow",
+    "UndoResult",
     "UnreadableEvent",
     "Usage",
 ]

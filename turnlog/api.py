@@ -16,6 +16,7 @@ from .commands.batching import BatchCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.fork import ForkCommands
+from .commands.history_edits import HistoryEdits, UndoResult
 from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
 from .commands.boots import BootCommands, BootReport
@@ -33,6 +34,7 @@ from .commands.turn import Responder, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
 from .turn_operations import TurnOperations
 from .config import EngineConfig
+from .domain.history import with_fates
 from .domain.transcript import transcript_id
 from .projections.usage import usage_of
 from .export import export_lineage, export_session
@@ -161,6 +163,7 @@ class Turnlog:
         self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
         self._sweep = SweepCommands(self._ctx, self._deliveries, self._views, self._gateways)
         self._forks = ForkCommands(self._ctx)
+        self._edits = HistoryEdits(self._ctx, self._leases, self._keeper)
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner)
 
     @property
@@ -235,14 +238,24 @@ class Turnlog:
         return self._routing.change_session(self._session_id(key_or_session), "clear_resume_pending",
                                            actor=actor, cause=cause)
 
+    def undo(self, key_or_session: str | SessionSource, turns: int = 1, *, actor: str = "api",
+             cause: str = "undo") -> UndoResult:
+        """Back up the last `turns` user turns of a session (its id, or a routing key for its
+        current one), as /undo does: they leave the agent's history and stay in the log. `turns`
+        clamps to the oldest user turn; the result's `turns` is 0 when there was nothing to undo.
+        SessionBusy while a turn holds the session's lease."""
+        return self._edits.undo(self._session_id(key_or_session), turns, actor=actor, cause=cause)
+
     # -- transcripts (the lower-level lease and delivery operations: the `turns` group) -----
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order, as the log holds them (always current): dicts of seq,
         role, content, tool_calls, tool_call_id, name, token_count, finish_reason,
-        platform_message_id, timestamp, epoch, turn_id, actor and cause (`turns.transcript` gives
-        the events themselves)."""
-        return self._views.transcript(session_id)
+        platform_message_id, timestamp, epoch, turn_id, actor and cause, and `fate`: None for a
+        message in the agent's history, else "undone", "retried" or "compacted" (it stays in the log;
+        `turns.agent_history` gives what the agent sees, `turns.transcript` the events themselves)."""
+        session = self._ctx.session(session_id)
+        return with_fates(self._views.transcript(session_id), session.history_edits if session is not None else ())
 
     def usage(self, session_id: str) -> list[dict[str, Any]]:
         """Model and token usage recorded with the session's messages (rich replies), by seq:
@@ -283,7 +296,8 @@ class Turnlog:
         return self._batches.next_due(self.pending_inbound())
 
     def command(self, source: SessionSource, text: str) -> CommandResult:
-        """Handle /new, /reset, /stop, /queue TEXT or /resume ID."""
+        """Handle /new, /reset, /stop, /queue TEXT, /resume ID, /undo [N] or /retry. After /retry
+        (`turn_pending`) the text waits as a queued item: run it with `run_next`."""
         return self._slash.handle(source, text)
 
     def queue(self, key: str | SessionSource) -> list[QueueItemRow]:
@@ -516,8 +530,11 @@ class Turnlog:
 
     def search(self, query: str, *, session: str | None = None, key: str | None = None,
                platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
-               limit: int = 20) -> list[SearchHit]:
+               limit: int = 20, include_undone: bool = False) -> list[SearchHit]:
         """Full-text search of every transcript (docs/behaviour.md §10), best match first.
+
+        Messages undone or retried out of the agent's history are left out unless
+        `include_undone`; compacted ones are found. Each hit's `fate` says which it is.
 
         Words are ranked by bm25 with a highlighted snippet; Chinese, Japanese and Korean text is
         found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone
@@ -525,7 +542,7 @@ class Turnlog:
         """
         self.maintenance.catch_up(["search"])
         return self._views.search(query, session=session, key=key, platform=platform,
-                                role=role, since=since, until=until, limit=limit)
+                                role=role, since=since, until=until, limit=limit, include_undone=include_undone)
 
     # -- deprecated names, kept for one release --------------------------------------------
 

@@ -17,6 +17,7 @@ from .clock import parse_aware_time
 from .commands.context import session_aggregate_id
 from .commands.lease import lease_id
 from .domain.delivery import Delivery
+from .domain.history import HistoryEdit, with_fates
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
 from .projections.views import Views
@@ -89,7 +90,8 @@ class AsOf:
         return {"session_id": s.session_id, "session_key": s.session_key, "created_reason": s.created_reason,
                 "parent_session_id": s.parent_session_id, "last_activity": s.last_activity.isoformat(),
                 "suspended": s.suspended, "suspend_reason": s.suspend_reason, "resume_pending": s.resume_pending,
-                "resume_reason": s.resume_reason, "ended": s.ended, "end_reason": s.end_reason}
+                "resume_reason": s.resume_reason, "ended": s.ended, "end_reason": s.end_reason,
+                "history_edits": [_edit(e) for e in s.history_edits]}
 
     def _session_ids(self, session: str | None, key: str | None) -> list[str]:
         if session:
@@ -136,7 +138,9 @@ class AsOf:
         version = self.version(str(transcript_id(session_id)))
         if version is None:
             return []
-        return self.views.transcript(session_id, upto_version=version)
+        session = self._aggregate(session_aggregate_id(session_id))
+        return with_fates(self.views.transcript(session_id, upto_version=version),
+                          session.history_edits if session is not None else ())
 
     VIEWS = ("routes", "sessions", "leases", "ledger", "queue", "transcript")
 
@@ -193,6 +197,9 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
         change: dict[str, Any] = {}
         fields = _stream_changes(before, after, session_aggregate_id(sid), before.session, after.session, sid,
                                  skip={"last_activity"})
+        edits = fields.pop("history_edits", None)
+        if edits:  # edits only ever add to the list: name the ones made between a and b
+            change["history_edits"] = edits["to"][len(edits["from"]):]
         if fields:
             change["session"] = fields
         lease = _stream_changes(before, after, lease_id(sid), before.lease, after.lease, sid,
@@ -213,6 +220,10 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
         if change:
             by_session[sid] = change
     return {"from": a, "to": b, "events": events, "keys": by_key, "sessions": by_session}
+
+
+def _edit(edit: HistoryEdit) -> dict[str, Any]:
+    return {"edit": edit.kind, "from_seq": edit.from_seq, "upto_seq": edit.upto_seq}
 
 
 def _stream_changes(before: AsOf, after: AsOf, aggregate_id: Any, read_a: Any, read_b: Any, sid: str, *,

@@ -19,6 +19,8 @@ METHODS = {
     # routing and session flags
     "clear_resume_pending", "get_or_create_session", "mark_resume_pending", "routing_key", "suspend",
     "switch_session",
+    # edits of a session's agent history
+    "undo",
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",

@@ -11,10 +11,10 @@ module registers them, in this order, on `main` (the console script `turnlog.cli
 
 from __future__ import annotations
 
-from . import audit, core, hermes, projections, web
+from . import audit, core, edits, hermes, projections, web
 from .base import main
 
-FAMILIES = (core, audit, projections, hermes, web)
+FAMILIES = (core, edits, audit, projections, hermes, web)
 
 for family in FAMILIES:
     for command in family.COMMANDS:

@@ -264,6 +264,12 @@ class Session(TurnlogAggregate):
         self.record(Session.Reopened, at=at, actor=actor, cause=cause, session_key=session_key)
 
 
+# The topics of the edits of the agent's history, and the fate each gives the messages it covers:
+# what a projection reads from the events themselves.
+EDIT_FATES = {Session.TurnsUndone.TOPIC: UNDONE, Session.TurnRetried.TOPIC: RETRIED,
+              Session.TranscriptCompacted.TOPIC: COMPACTED}
+
+
 def _check_range(from_seq: int, upto_seq: int) -> None:
     if not (isinstance(from_seq, int) and isinstance(upto_seq, int) and 1 <= from_seq <= upto_seq):
         raise HistoryEditError(f"not a message range: {from_seq!r}..{upto_seq!r}")
