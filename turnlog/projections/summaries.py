@@ -31,6 +31,12 @@ SUMMARIES: dict[str, Summary] = {
     "ChildFinished": lambda d: f"async child {d.get('child_id')} finished",
     "SessionEnded": lambda d: f"session ended ({d.get('reason')})",
     "SessionReopened": lambda d: f"session reopened for {d.get('session_key')}",
+    "TurnsUndone": lambda d: f"undid {d.get('turns')} turn(s): messages {d.get('from_seq')}..{d.get('upto_seq')}"
+    " left the agent's history",
+    "TurnRetried": lambda d: f"retried the last turn: messages {d.get('from_seq')}..{d.get('upto_seq')} left the"
+    f" agent's history, “{_short(d.get('text'), 32)}” runs again",
+    "TranscriptCompacted": lambda d: f"compacted messages {d.get('from_seq')}..{d.get('upto_seq')} into a summary of"
+    f" {len(d.get('summary') or ())} message(s), keeping {d.get('kept_turns')} turn(s)",
     "LeaseOpened": lambda d: "turn lease opened",
     "LeaseAcquired": lambda d: f"lease epoch {d.get('epoch')} acquired by {d.get('owner')}"
     + (f" (taken over from {d['taken_over_from']})" if d.get("taken_over_from") else ""),
