@@ -50,3 +50,19 @@ def test_usage_errors_and_a_busy_session(tmp_path):
         assert busy.exit_code == 1 and "a turn is running" in busy.output and len(busy.output.strip().splitlines()) == 1
         t.turns.release_lease(token)
     assert invoke("--db", db, "undo", session_id).exit_code == 0
+
+
+def test_show_marks_the_undone_messages(tmp_path):
+    db = str(tmp_path / "c.db")
+    session_id = chat(db, "one", "two")
+    assert "fate" not in invoke("--db", db, "show", session_id).output
+    invoke("--db", db, "undo", session_id)
+    shown = invoke("--db", db, "show", session_id)
+    assert shown.exit_code == 0
+    table = [line.split()[:5] for line in shown.output.splitlines()[9:]]
+    assert table == [["seq", "timestamp", "role", "epoch", "fate"], ["1", "2026-01-01T00:00:00+00:00", "user", "1", "-"],
+                     ["2", "2026-01-01T00:00:00+00:00", "assistant", "1", "-"],
+                     ["3", "2026-01-01T00:00:00+00:00", "user", "2", "undone"],
+                     ["4", "2026-01-01T00:00:00+00:00", "assistant", "2", "undone"]]
+    data = json.loads(invoke("--db", db, "show", session_id, "--json").output)
+    assert [m["fate"] for m in data["messages"]] == [None, None, "undone", "undone"]
