@@ -8,6 +8,7 @@ import threading
 from turnlog import Turnlog
 
 from chat import alice, collect
+from history_edits import compact
 
 
 class Agent:
@@ -92,3 +93,18 @@ def test_a_redelivered_undo_is_not_run_twice(t):
     again = t.command(alice("u1"), "/undo")
     assert again.duplicate and not again.changed
     assert len(t.turns.agent_history(t.session(alice()).session_id)) == 2
+
+
+def test_undo_of_a_compacted_range_reaches_only_the_turns_after_the_summary(t):
+    agent = Agent()
+    session_id = chat(t, agent, "one", "two", "three")
+    compact(t, session_id, "they said one and two", keep_turns=1)
+    result = t.command(alice("u1"), "/undo 10")  # clamps to the one turn after the summary
+    assert "Undid 1 turn(s) (2 message(s))" in result.reply and "“three”" in result.reply
+    assert "“one”" not in result.reply
+    assert t.command(alice("u2"), "/undo").reply == "Nothing to undo."  # the summary is not a turn
+    t.handle_message(alice("m4"), "four", agent, collect([]))
+    assert agent.histories[-1] == [("user", "they said one and two"), ("user", "four")]
+    assert [(m["seq"], m["fate"]) for m in t.transcript(session_id)] == [
+        (1, "compacted"), (2, "compacted"), (3, "compacted"), (4, "compacted"), (5, "undone"), (6, "undone"),
+        (7, None), (8, None)]
