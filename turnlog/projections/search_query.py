@@ -52,7 +52,9 @@ class Filters:
     hidden: bool = False  # leave out messages undone or retried out of the agent's history
 
     def sql(self) -> tuple[str, list[Any]]:
-        clauses, params, filed = [], [], []
+        clauses: list[str] = []
+        params: list[Any] = []
+        filed: list[str] = []
         if self.hidden:
             clauses.append("(m.fate IS NULL OR m.fate NOT IN (?,?))")
             params.extend(HIDDEN)
