@@ -27,4 +27,5 @@ def compact(t: Turnlog, session_id: str, summary: str, *, keep_turns: int = 0) -
                                 model="test", kept_turns=keep_turns, at=editing.at, actor="test",
                                 cause="test:compact")
         return (from_seq, upto_seq), []
-    return edits.under_lease(session_id, step, actor="test", cause="test:compact")
+    # hold: a compaction's summariser is slow work, done while the lease is held and renewed
+    return edits.under_lease(session_id, step, actor="test", cause="test:compact", hold=True)

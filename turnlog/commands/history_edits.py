@@ -76,18 +76,17 @@ class HistoryEdits:
         turn holds the lease, NotFound for no such session. Nothing is saved when the step
         recorded nothing (nothing to undo). `hold`: save the acquisition first and keep the lease
         renewed until the edit is saved (slow work in the step)."""
-        if self.ctx.session(session_id) is None:
-            raise NotFound(f"no session {session_id!r}")
         if hold:
             return self._holding(session_id, step, actor=actor, cause=cause)
 
         def attempt() -> T:
+            session = self._session(session_id)
             try:
-                lease, token = self.leases.acquiring(session_id, self._owner_key(session_id), actor=actor,
-                                                     cause=cause, fresh=True)
+                lease, token = self.leases.acquiring(session_id, session.session_key, actor=actor, cause=cause,
+                                                     fresh=True)
             except LeaseHeld as held:
                 raise _busy(session_id, held) from None
-            editing = self._editing(session_id, lease.last_seq)
+            editing = self._editing(session, lease.last_seq)
             result, items = step(editing)
             if not editing.session.pending_events and not items:
                 return result  # nothing changed: the acquisition is not saved either
@@ -98,7 +97,7 @@ class HistoryEdits:
 
     def _holding(self, session_id: str, step: EditStep[T], *, actor: str, cause: str) -> T:
         try:
-            token = self.leases.acquire(session_id, self._owner_key(session_id), timeout=0, actor=actor,
+            token = self.leases.acquire(session_id, self._session(session_id).session_key, timeout=0, actor=actor,
                                         cause=cause)
         except LeaseTimeout as timeout:
             raise SessionBusy(f"a turn is running on session {session_id}: the edit was refused ({timeout})") \
@@ -108,7 +107,7 @@ class HistoryEdits:
         saved = False
         try:
             def attempt() -> T:
-                editing = self._editing(session_id, self.leases.held(token).last_seq)
+                editing = self._editing(self._session(session_id), self.leases.held(token).last_seq)
                 result, items = step(editing)  # the slow part, while the keeper renews the lease
                 if self.keeper is not None:
                     self.keeper.release(token)  # from here a renewal would only conflict with the save
@@ -127,14 +126,15 @@ class HistoryEdits:
                 self.leases.release(token, "failed", actor=actor, cause=cause)
             self.leases.forget(token)
 
-    def _editing(self, session_id: str, last_seq: int) -> Editing:
+    def _session(self, session_id: str) -> Session:
         session = self.ctx.session(session_id)
-        assert session is not None  # checked by under_lease; sessions are never deleted
-        return Editing(session, read_agent_history(self.ctx, session_id, session), last_seq, self.ctx.clock.now())
+        if session is None:
+            raise NotFound(f"no session {session_id!r}")
+        return session
 
-    def _owner_key(self, session_id: str) -> str:
-        session = self.ctx.session(session_id)
-        return session.session_key if session is not None else session_id
+    def _editing(self, session: Session, last_seq: int) -> Editing:
+        return Editing(session, read_agent_history(self.ctx, session.session_id, session), last_seq,
+                       self.ctx.clock.now())
 
     # -- the edits ----------------------------------------------------------------------------
 
