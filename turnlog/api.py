@@ -34,7 +34,6 @@ from .commands.turn import Responder, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
 from .turn_operations import TurnOperations
 from .config import EngineConfig
-from .domain.history import with_fates
 from .domain.transcript import transcript_id
 from .projections.usage import usage_of
 from .export import export_lineage, export_session
@@ -254,8 +253,7 @@ class Turnlog:
         platform_message_id, timestamp, epoch, turn_id, actor and cause, and `fate`: None for a
         message in the agent's history, else "undone", "retried" or "compacted" (it stays in the log;
         `turns.agent_history` gives what the agent sees, `turns.transcript` the events themselves)."""
-        session = self._ctx.session(session_id)
-        return with_fates(self._views.transcript(session_id), session.history_edits if session is not None else ())
+        return self._views.transcript(session_id)
 
     def usage(self, session_id: str) -> list[dict[str, Any]]:
         """Model and token usage recorded with the session's messages (rich replies), by seq:

@@ -108,3 +108,12 @@ def test_undo_of_a_compacted_range_reaches_only_the_turns_after_the_summary(t):
     assert [(m["seq"], m["fate"]) for m in t.transcript(session_id)] == [
         (1, "compacted"), (2, "compacted"), (3, "compacted"), (4, "compacted"), (5, "undone"), (6, "undone"),
         (7, None), (8, None)]
+
+
+def test_a_reader_whose_read_models_are_behind_still_sees_the_fates(t, db):
+    session_id = chat(t, Agent(), "one", "two")
+    t.undo(session_id)  # nothing catches the read models up after it
+    with Turnlog(db, read_only=True) as reader:
+        assert reader.maintenance.projections_behind() > 0
+        assert [m["fate"] for m in reader.transcript(session_id)] == [None, None, "undone", "undone"]
+    assert [m["fate"] for m in t.transcript(session_id)] == [None, None, "undone", "undone"]

@@ -11,8 +11,8 @@ from eventsourcing.persistence import IntegrityError
 
 from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
-from ..domain.base import TurnlogAggregate, stream_id
-from ..domain.session import Session
+from ..domain.base import TurnlogAggregate
+from ..domain.session import Session, session_stream
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
 from ..storage.store import TurnlogApplication
@@ -22,7 +22,7 @@ MAX_CONFLICT_RETRIES = 50
 
 
 def session_aggregate_id(session_id: str) -> UUID:
-    return stream_id("session", session_id)
+    return session_stream(session_id)
 
 
 @dataclass
