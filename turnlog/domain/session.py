@@ -279,6 +279,8 @@ def session_stream(session_id: str) -> UUID:
 def edits_in(events: Iterable[Any]) -> tuple[HistoryEdit, ...]:
     """The edits of the agent's history among a session's events (read from its stream), in
     order, as its aggregate's `history_edits` gives them."""
+    # The events' own apply, on a bare instance holding only edit_records: what an edit records
+    # stays said in one place.
     session = Session.__new__(Session)
     session.edit_records = []
     for event in events:
