@@ -19,6 +19,7 @@ from .commands.rekey import RekeyReport
 from .commands.sweep import SweepReport
 from .commands.routing import RouteResult
 from .commands.lease import LeaseToken, MessageRecord
+from .commands.history_edits import UndoResult
 from .commands.message_fates import MessageFate
 from .commands.slash import COMMANDS as SLASH_COMMANDS, CommandResult, parse_command
 from .commands.turn import TurnOutcome
@@ -33,7 +34,7 @@ from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
-                     InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown,
+                     InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown, SessionBusy,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
@@ -138,6 +139,7 @@ __all__ = [
     "SearchHit",
     "SendOutcomeUnknown",
     "SequentialIds",
+    "SessionBusy",
     "SessionOwnedElsewhere",
     "SessionRow",
     "SessionSource",
@@ -158,6 +160,7 @@ __all__ = [
     "TurnOutcome",
     "TurnSpan",
     "TypedRow",
+    "UndoResult",
     "UnreadableEvent",
     "Usage",
 ]

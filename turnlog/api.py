@@ -22,6 +22,7 @@ from .commands.fork import ForkCommands
 from .commands.branch import BranchCommands
 from .commands.session_replies import SessionReplies
 from .commands.titles import TitleCommands
+from .commands.history_edits import HistoryEdits, UndoResult
 from .commands.inbound import Accepted, InboundCommands
 from .commands.keeper import Keeper
 from .commands.boots import BootCommands, BootReport
@@ -185,6 +186,7 @@ class Turnlog:
                                  BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
         self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies,
                                     self._compaction, self._delegations)
+        self._edits = HistoryEdits(self._ctx, self._leases, self._keeper)
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)
@@ -292,13 +294,22 @@ class Turnlog:
         return self._routing.change_session(self._session_id(key_or_session), "clear_resume_pending",
                                            actor=actor, cause=cause)
 
+    def undo(self, key_or_session: str | SessionSource, turns: int = 1, *, actor: str = "api",
+             cause: str = "undo") -> UndoResult:
+        """Back up the last `turns` user turns of a session (its id, or a routing key for its
+        current one), as /undo does: they leave the agent's history and stay in the log. `turns`
+        clamps to the oldest user turn; the result's `turns` is 0 when there was nothing to undo.
+        SessionBusy while a turn holds the session's lease."""
+        return self._edits.undo(self._session_id(key_or_session), turns, actor=actor, cause=cause)
+
     # -- transcripts (the lower-level lease and delivery operations: the `turns` group) -----
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order, as the log holds them (always current): dicts of seq,
         role, content, tool_calls, tool_call_id, name, token_count, finish_reason,
-        platform_message_id, timestamp, epoch, turn_id, actor and cause (`turns.transcript` gives
-        the events themselves)."""
+        platform_message_id, timestamp, epoch, turn_id, actor and cause, and `fate`: None for a
+        message in the agent's history, else "undone", "retried" or "compacted" (it stays in the log;
+        `turns.agent_history` gives what the agent sees, `turns.transcript` the events themselves)."""
         return self._views.transcript(session_id)
 
     def session_version(self, session_id: str) -> int:
@@ -366,7 +377,8 @@ class Turnlog:
     def command(self, source: SessionSource, text: str) -> CommandResult:
         """Handle /new, /reset, /stop, /queue TEXT, /resume ID-OR-TITLE, /title [TEXT], /branch [NAME],
         /sessions, /usage, /status, /compress [FOCUS] or /compress here [N] [FOCUS] (with
-        `EngineConfig.summariser`, else the fallback summary)."""
+        `EngineConfig.summariser`, else the fallback summary), /undo [N] or /retry. After /retry
+        (`turn_pending`) the text waits as a queued item: run it with `run_next`."""
         return self._slash.handle(source, text)
 
     # -- background delegations (docs/behaviour.md §8a) -------------------------------------
@@ -734,8 +746,11 @@ class Turnlog:
 
     def search(self, query: str, *, session: str | None = None, key: str | None = None,
                platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
-               limit: int = 20) -> list[SearchHit]:
+               limit: int = 20, include_undone: bool = False) -> list[SearchHit]:
         """Full-text search of every transcript (docs/behaviour.md §10), best match first.
+
+        Messages undone or retried out of the agent's history are left out unless
+        `include_undone`; compacted ones are found. Each hit's `fate` says which it is.
 
         Words are ranked by bm25 with a highlighted snippet; Chinese, Japanese and Korean text is
         found by substring. `since` (inclusive) and `until` (exclusive) are ISO times with a zone
@@ -743,7 +758,7 @@ class Turnlog:
         """
         self.maintenance.catch_up(["search"])
         return self._views.search(query, session=session, key=key, platform=platform,
-                                role=role, since=since, until=until, limit=limit)
+                                role=role, since=since, until=until, limit=limit, include_undone=include_undone)
 
     # -- deprecated names, kept for one release --------------------------------------------
 

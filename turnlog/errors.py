@@ -15,6 +15,7 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     │   └── TooLarge              a read would do more work than allowed (a diff over its limit)
     ├── ConflictError             an optimistic-concurrency race lost too often
     ├── LeaseTimeout              the turn lease was not obtained in time
+    │   └── SessionBusy           a turn holds the session: an edit of its history is refused
     ├── StaleLease                a write under a lease epoch that moved on
     │   └── TurnCancelled         the running turn lost its lease and was cancelled
     │       └── TurnlogClosed     the engine was closed while the turn ran
@@ -52,6 +53,11 @@ class ConflictError(TurnlogError):
 
 class LeaseTimeout(TurnlogError):
     """The turn lease of a session was not obtained within the timeout."""
+
+
+class SessionBusy(LeaseTimeout):
+    """A turn holds the session's lease, so an edit of its history (/undo, /retry, a compaction)
+    is refused rather than made under the running turn: wait for its answer, or /stop it."""
 
 
 class StaleLease(TurnlogError):

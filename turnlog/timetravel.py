@@ -18,7 +18,7 @@ from .commands.agent_history import agent_history_of
 from .commands.context import session_aggregate_id
 from .commands.lease import lease_id
 from .domain.delivery import Delivery
-from .domain.history import HistoryEdit
+from .domain.history import COMPACTED, HistoryEdit, with_fates
 from .domain.key_settings import KEY_SETTINGS_ID, first_change
 from .domain.transcript import transcript_id
 from .errors import InvalidRequest, NotFound
@@ -108,7 +108,7 @@ class AsOf:
                 "parent_session_id": s.parent_session_id, "last_activity": s.last_activity.isoformat(),
                 "suspended": s.suspended, "suspend_reason": s.suspend_reason, "resume_pending": s.resume_pending,
                 "resume_reason": s.resume_reason, "ended": s.ended, "end_reason": s.end_reason,
-                "title": s.current_title}
+                "title": s.current_title, "history_edits": [_edit_row(e) for e in s.history_edits]}
 
     def _session_ids(self, session: str | None, key: str | None) -> list[str]:
         if session:
@@ -155,7 +155,9 @@ class AsOf:
         version = self.version(str(transcript_id(session_id)))
         if version is None:
             return []
-        return self.views.transcript(session_id, upto_version=version)
+        session = self._aggregate(session_aggregate_id(session_id))
+        return with_fates(self.views.transcript(session_id, upto_version=version),
+                          session.history_edits if session is not None else ())
 
     def history_edits(self, session_id: str) -> list[dict[str, Any]]:
         """The session's edits of the agent's history (undo, retry, compaction) made by then."""
@@ -229,15 +231,15 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
         change: dict[str, Any] = {}
         fields = _stream_changes(before, after, session_aggregate_id(sid), before.session, after.session, sid,
                                  skip={"last_activity"})
+        edits = fields.pop("history_edits", None)
+        if edits:  # edits only ever add to the list: name the ones made between a and b
+            change["history_edits"] = edits["to"][len(edits["from"]):]
         if fields:
             change["session"] = fields
         lease = _stream_changes(before, after, lease_id(sid), before.lease, after.lease, sid,
                                 skip={"expires_at", "last_seq"})
         if lease:
             change["lease"] = lease
-        edits = _edits_added(before, after, sid)
-        if edits:
-            change["history_edits"] = edits
         stream = str(transcript_id(sid))
         messages = (after.version(stream) or 0) - (before.version(stream) or 0)  # one message per version
         if messages:
@@ -255,15 +257,8 @@ def diff(views: Views, app: Application, a: int, b: int, *, key: str | None = No
 
 
 def _edit_row(edit: HistoryEdit) -> dict[str, Any]:
-    return {"edit": edit.kind, "from_seq": edit.from_seq, "upto_seq": edit.upto_seq, "at": edit.at.isoformat(),
-            "focus": edit.focus, "model": edit.model}
-
-
-def _edits_added(before: AsOf, after: AsOf, sid: str) -> list[dict[str, Any]]:
-    """The history edits recorded between the two moments (a session's edits only grow)."""
-    if before.version(str(session_aggregate_id(sid))) == after.version(str(session_aggregate_id(sid))):
-        return []
-    return after.history_edits(sid)[len(before.history_edits(sid)):]
+    row = {"edit": edit.kind, "from_seq": edit.from_seq, "upto_seq": edit.upto_seq}
+    return {**row, "focus": edit.focus, "model": edit.model} if edit.kind == COMPACTED else row
 
 
 def _stream_changes(before: AsOf, after: AsOf, aggregate_id: Any, read_a: Any, read_b: Any, sid: str, *,

@@ -40,6 +40,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (READS, ["at", "#2", "sessions"]),
     (READS, ["diff", "#1", "#2"]),
     (WRITES, ["suspend", KEY]),
+    (WRITES, ["undo", KEY]),
     (WRITES, ["resume-pending", KEY]),
     (WRITES, ["switch", KEY, "{sid}"]),
     (READS, ["title", "{sid}"]),

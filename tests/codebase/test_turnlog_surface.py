@@ -27,6 +27,8 @@ METHODS = {
     "switch_session", "title",
     "clear_resume_pending", "get_or_create_session", "key_settings", "mark_resume_pending", "rekey",
     "routing_key", "suspend", "switch_session",
+    # edits of a session's agent history
+    "undo",
     # the gateway's lifecycle and recovery
     "boots", "drain", "gateways", "recover", "resume_candidates", "resume_interrupted", "start_gateway", "status",
     "stop_gateway", "sweep_deliveries",

@@ -17,8 +17,9 @@ SLACK = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_
 
 
 def logged(t: Turnlog, session_id: str, upto: int | None = None) -> list[dict]:
-    """The transcript as the message events in the log hold it."""
-    return [message_row(e) for e in t.app.events.get(transcript_id(session_id), lte=upto)]
+    """The transcript as the message events in the log hold it (these sessions' histories are
+    never edited: every message's fate is None)."""
+    return [{**message_row(e), "fate": None} for e in t.app.events.get(transcript_id(session_id), lte=upto)]
 
 
 def converse(t: Turnlog, clock, source: SessionSource, texts: list[str]) -> tuple[str, list[int]]:

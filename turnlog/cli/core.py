@@ -203,7 +203,8 @@ def show(ctx: click.Context, key_or_session: str, out: Output) -> None:
         out.line(f"{'lease:':<19}" + (f"epoch {lease['epoch']} held by {lease['owner']} until {lease['expires_at']}"
                                       if lease else "free"))
         out.line("")
-        echo_table(data["messages"], ["seq", "timestamp", "role", "epoch", "content"])
+        fated = any(m["fate"] for m in data["messages"])  # the column once the history was edited
+        echo_table(data["messages"], ["seq", "timestamp", "role", "epoch", *(["fate"] if fated else []), "content"])
     out.record(data, text, rows=data["messages"])
 
 

@@ -1,4 +1,4 @@
-"""Commands that edit the agent's history of a session: compact (registered on `turnlog`)."""
+"""Commands that edit the agent's history of a session: `turnlog undo` and `turnlog compact`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,27 @@ import click
 
 from .base import command, engine
 from .output import Output, output_options
+
+
+@command(writes=True)
+@click.argument("key_or_session")
+@click.argument("turns", type=click.IntRange(min=1), default=1)
+@output_options
+@click.pass_context
+def undo(ctx: click.Context, key_or_session: str, turns: int, out: Output) -> None:
+    """Back up the last TURNS user turns of a session (default 1), as /undo does: they leave the
+    agent's history and stay in the log. Refused while a turn runs."""
+    result = engine(ctx).undo(key_or_session, turns, actor="cli", cause="cli:undo")
+
+    def text() -> None:
+        if not result.turns:
+            out.line("nothing to undo")
+            return
+        out.line(f"undid {result.turns} turn(s) of {result.session_id}: messages {result.from_seq}..{result.upto_seq}"
+                 f" ({result.messages} left the agent's history)")
+        for echoed in result.echoed:
+            out.line(f"  {echoed}")
+    out.record(result.to_dict(), text)
 
 
 @command(writes=True)
@@ -33,4 +54,4 @@ def compact(ctx: click.Context, key_or_session: str, keep_turns: int, focus: str
         f" (was {done.history_before})"))
 
 
-COMMANDS = (compact,)
+COMMANDS = (undo, compact)

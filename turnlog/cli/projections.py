@@ -24,10 +24,13 @@ SNIPPET_WIDTH = 100
 @click.option("--since", default=None, help="From this ISO time (with a zone) or date, inclusive.")
 @click.option("--until", default=None, help="Before this ISO time (with a zone) or date.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True, help="Show at most this many hits.")
+@click.option("--include-undone", is_flag=True,
+              help="Also find messages undone or retried out of the agent's history (marked in the fate column).")
 @output_options
 @click.pass_context
 def search(ctx: click.Context, query: str, session: str | None, key: str | None, platform: str | None,
-           role: str | None, since: str | None, until: str | None, limit: int, out: Output) -> None:
+           role: str | None, since: str | None, until: str | None, limit: int, include_undone: bool,
+           out: Output) -> None:
     """Full-text search of every transcript, best match first.
 
     QUERY is words ("quoted phrases" kept, FTS5 operators made safe) or Chinese, Japanese or
@@ -35,14 +38,16 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
     """
     t = engine(ctx)
     found = t.search(query, session=session, key=key_filter(t, key), platform=platform, role=role, since=since,
-                     until=until, limit=limit)
+                     until=until, limit=limit, include_undone=include_undone)
     hits = [hit.to_dict() for hit in found]
 
     def prepare(hits: list[dict[str, Any]]) -> None:
         for hit in hits:
             text = " ".join(hit["snippet"].split())
             hit["snippet"] = text if len(text) <= SNIPPET_WIDTH else text[: SNIPPET_WIDTH - 1] + "…"
-    out.rows(hits, ["session_id", "seq", "role", "at", "session_key", "snippet"], prepare)
+    fated = any(hit["fate"] for hit in hits)  # the column only when a hit has left the agent's history
+    out.rows(hits, ["session_id", "seq", "role", "at", "session_key", *(["fate"] if fated else []), "snippet"],
+             prepare)
 
 
 @command(writes=True)

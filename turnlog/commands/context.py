@@ -14,7 +14,7 @@ from ..clock import Clock, SessionIdFactory
 from ..config import EngineConfig
 from ..domain.base import TurnlogAggregate, stream_id
 from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChanged, first_change
-from ..domain.session import Session, change_reason
+from ..domain.session import Session, change_reason, session_stream
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
 from ..storage.store import TurnlogApplication
@@ -28,7 +28,7 @@ SessionListener = Callable[[str, str], object]
 
 
 def session_aggregate_id(session_id: str) -> UUID:
-    return stream_id("session", session_id)
+    return session_stream(session_id)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Slash commands that change a conversation: /new, /reset, /stop, /queue, /resume, /compress
-(docs/behaviour.md §8, §9, §11; /compress in compress_command.py).
+(docs/behaviour.md §8, §9, §11; /compress in compress_command.py); /undo and /retry edit its
+history (edit_commands.py).
 
 /new and /reset follow seed 000 §5: the running turn's lease is revoked (its generation is over,
 so its later writes are refused), conversation-scoped state is cleared and async children are
@@ -11,7 +12,6 @@ then the gateway's stop hook: delegations.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..domain.inbox import HUMAN, QUEUED, Inbox
@@ -21,28 +21,18 @@ from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
 from ..errors import NotFound
+from .command_result import CommandResult
 from .context import CommandContext
 from .compaction import CompactionCommands
 from .compress_command import compress
 from .delegations import DelegationCommands
+from .edit_commands import EditCommands
 from .inbound import InboundCommands, QueueFull
 from .routing import RoutingCommands, actor_of, origin_of
 from .lease import LeaseCommands
 from .session_replies import NAMES as SESSION_COMMANDS, SessionReplies
 
 QUEUE_USAGE = "Usage: /queue <message> — runs it as its own turn after the current one."
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    command: str
-    reply: str | None  # what the gateway should answer (None: stay silent)
-    session_id: str | None = None
-    changed: bool = False
-    duplicate: bool = False  # refused as a redelivery of a command already handled (its message_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def parse_command(text: str) -> tuple[str, str] | None:
@@ -55,7 +45,8 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return (name, rest.strip())
 
 
-COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", "/compress", *SESSION_COMMANDS)
+COMMANDS = ("/new", "/reset", "/stop", "/queue", "/q", "/resume", "/compress", "/undo", "/retry",
+            *SESSION_COMMANDS)
 
 
 class SlashCommands:
@@ -69,6 +60,7 @@ class SlashCommands:
         self.inbound = inbound
         self.compaction = compaction
         self.delegations = delegations or DelegationCommands(ctx, routing, inbound)
+        self.edits = EditCommands(ctx, routing, turns, inbound)
 
     def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
         parsed = parse_command(text)
@@ -94,6 +86,10 @@ class SlashCommands:
             inbox = self.inbound.inbox(self.routing.routing_key(source)) if name == "/status" else None
             return CommandResult(name, *self.sessions.run(name, source, arg, actor=actor, cause=cause,
                                                           queued=len(inbox.pending()) if inbox else 0))
+        if name == "/undo":
+            return self.edits.undo(source, arg, actor=actor, cause=cause)
+        if name == "/retry":
+            return self.edits.retry(source, actor=actor, cause=cause)
         return self.resume(source, arg, actor=actor, cause=cause)
 
     def reset(self, source: SessionSource, name: str, *, actor: str, cause: str) -> CommandResult:

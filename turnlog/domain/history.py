@@ -66,14 +66,22 @@ def history_floor(edits: Sequence[HistoryEdit]) -> int:
     return standing.upto_seq if standing is not None else 0
 
 
+HIDDEN = (UNDONE, RETRIED)  # fates that keep a message out of default reads; once set, they stay
+
+
 def fate_of(seq: int, edits: Sequence[HistoryEdit]) -> str | None:
     """What became of message `seq`: None (active), UNDONE, RETRIED or COMPACTED. An undone
     message that a later compaction covered stays undone: it was never summarised."""
     fate = None
     for edit in edits:
-        if edit.covers(seq) and fate not in (UNDONE, RETRIED):
+        if edit.covers(seq) and fate not in HIDDEN:
             fate = edit.kind
     return fate
+
+
+def with_fates(rows: Sequence[dict[str, Any]], edits: Sequence[HistoryEdit]) -> list[dict[str, Any]]:
+    """Transcript rows (dicts with a "seq") each with its "fate" (fate_of)."""
+    return [{**row, "fate": fate_of(int(row["seq"]), edits)} for row in rows]
 
 
 def agent_history(messages: Sequence[M], edits: Sequence[HistoryEdit],
@@ -81,7 +89,7 @@ def agent_history(messages: Sequence[M], edits: Sequence[HistoryEdit],
     """What the agent sees: `messages` (in sequence order; those at or below `history_floor` may
     be left out) minus the undone, retried and compacted ones, with the standing compaction's
     summary in place of its range. `summary_message(edit, index, message)` makes a summary entry."""
-    hidden = [e for e in edits if e.kind in (UNDONE, RETRIED)]
+    hidden = [e for e in edits if e.kind in HIDDEN]
     standing = standing_compaction(edits)
     history: list[M] = []
     if standing is not None:

@@ -15,9 +15,10 @@ kept in `edit_records` and read through `history_edits` (domain/history.py holds
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TYPE_CHECKING
+from typing import Any, Iterable, TYPE_CHECKING
+from uuid import UUID
 
-from .base import TurnlogAggregate
+from .base import TurnlogAggregate, stream_id
 from .history import COMPACTED, RETRIED, UNDONE, HistoryEdit, HistoryEditError
 from .policy import END_REASONS, FOREIGN_END_REASONS
 
@@ -290,6 +291,30 @@ class Session(TurnlogAggregate):
 
     def reopen(self, session_key: str, *, at: datetime, actor: str, cause: str) -> None:
         self.record(Session.Reopened, at=at, actor=actor, cause=cause, session_key=session_key)
+
+
+# The topics of the edits of the agent's history, and the fate each gives the messages it covers:
+# what a projection reads from the events themselves.
+EDIT_FATES = {Session.TurnsUndone.TOPIC: UNDONE, Session.TurnRetried.TOPIC: RETRIED,
+              Session.TranscriptCompacted.TOPIC: COMPACTED}
+
+
+def session_stream(session_id: str) -> UUID:
+    """The id of a session's aggregate (its stream in the log)."""
+    return stream_id("session", session_id)
+
+
+def edits_in(events: Iterable[Any]) -> tuple[HistoryEdit, ...]:
+    """The edits of the agent's history among a session's events (read from its stream), in
+    order, as its aggregate's `history_edits` gives them."""
+    # The events' own apply, on a bare instance holding only edit_records: what an edit records
+    # stays said in one place.
+    session = Session.__new__(Session)
+    session.edit_records = []
+    for event in events:
+        if isinstance(event, (Session.TurnsUndone, Session.TurnRetried, Session.TranscriptCompacted)):
+            event.apply(session)
+    return session.history_edits
 
 
 def _check_range(from_seq: int, upto_seq: int) -> None:

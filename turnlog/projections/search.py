@@ -20,6 +20,9 @@ the text. Hermes indexes everything twice; a trigram index costs a token per cha
 indexing only the text it is used for makes it several times cheaper, and a query it cannot
 answer (a term mixing scripts) falls back to a substring scan, which finds the same messages.
 
+A message's `fate` (NULL: in the agent's history; undone, retried, compacted: domain/history.py)
+comes from its session's edit events, applied in log order after the messages they cover.
+
 The routing key and platform of a message come from its session's SessionCreated (and
 SessionReopened) events, which this projection reads itself into `search_sessions`: it never
 reads another projection's tables, so it rebuilds on its own.
@@ -33,6 +36,8 @@ from typing import Any
 import orjson
 
 from ..domain.fts_query import cjk_runs
+from ..domain.history import HIDDEN
+from ..domain.session import EDIT_FATES
 from ..domain.transcript import MessagesImported, imported_fields
 from ..storage.sql import utc_iso
 from .base import Tables
@@ -60,11 +65,12 @@ class SearchProjection:
     weight = 6.0  # rebuild cost relative to the others (parallel.py)
     # 2: the trigram index holds only CJK runs (column cjk); 3: every message field;
     # 4: messages filed by a small integer (search_filings), the CJK runs only in their index;
-    # 5: ids number the messages, column position (an imported run of messages is one event)
-    version = 5
+    # 5: ids number the messages, column position (an imported run of messages is one event);
+    # 6: column fate, from the sessions' edits of the agent's history
+    version = 6
     tables = ("search_fts", "search_fts_trigram", "search_messages", "search_filings", "search_sessions")
     retired = ("messages",)  # the transcripts table of the former `messages` projection
-    topics = (CREATED, REOPENED, APPENDED, IMPORTED)
+    topics = (CREATED, REOPENED, APPENDED, IMPORTED, *EDIT_FATES)
 
     def create(self, t: Tables) -> None:
         t.execute(
@@ -105,7 +111,8 @@ class SearchProjection:
                 actor TEXT,
                 cause TEXT,
                 stamp TEXT,
-                position INTEGER NOT NULL)"""
+                position INTEGER NOT NULL,
+                fate TEXT)"""
         )
         # content= names the live table on purpose: see the module docstring.
         t.execute("CREATE VIRTUAL TABLE IF NOT EXISTS {search_fts} USING fts5("
@@ -117,6 +124,8 @@ class SearchProjection:
         t.execute("CREATE INDEX IF NOT EXISTS search_messages_by_filing ON {search_messages} (filing, id)")
         t.execute("CREATE INDEX IF NOT EXISTS search_filings_by_session ON {search_filings} (session_id)")
         t.execute("CREATE INDEX IF NOT EXISTS search_filings_by_key ON {search_filings} (session_key)")
+        # Few messages have a fate: whether any is hidden is one look at this index.
+        t.execute("CREATE INDEX IF NOT EXISTS search_messages_fated ON {search_messages} (fate) WHERE fate IS NOT NULL")
 
     def writer(self, t: Tables) -> "_SearchWriter":
         return _SearchWriter(t)
@@ -167,6 +176,7 @@ class _SearchWriter:
         self.rows: list[tuple[Any, ...]] = []
         self.cjk: list[tuple[int, str]] = []
         self.next_id = 0  # the next message's id, read from the table on first use
+        self.edits: list[tuple[str, str, int, int]] = []  # (session aggregate id, fate, from_seq, upto_seq), in order
 
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         if topic == IMPORTED:
@@ -188,6 +198,8 @@ class _SearchWriter:
                               position))
             if cjk:
                 self.cjk.append((rowid, cjk))
+        elif topic in EDIT_FATES:
+            self.edits.append((e["originator_id"], EDIT_FATES[topic], e["from_seq"], e["upto_seq"]))
         elif topic == CREATED:
             platform = (e["origin"] or {}).get("platform")
             filing = self._new_filing(e["session_id"], e["session_key"], platform)
@@ -241,9 +253,19 @@ class _SearchWriter:
         if self.refiled:
             self.t.executemany("UPDATE {search_sessions} SET filing=? WHERE aggregate_id=?", self.refiled)
         self.new_sessions, self.refiled = [], []
-        if not self.rows:
-            return
-        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        if self.rows:
+            self._insert_rows()
+        # After the rows: an edit covers messages written before it, maybe in this same batch.
+        for aggregate_id, fate, from_seq, upto_seq in self.edits:
+            session_id = self._session_id(aggregate_id)
+            if session_id is not None:  # the same rule as domain/history.py fate_of: a hidden fate stays
+                self.t.execute("UPDATE {search_messages} SET fate=? WHERE filing IN (SELECT id FROM {search_filings}"
+                               " WHERE session_id=?) AND seq BETWEEN ? AND ? AND (fate IS NULL OR fate NOT IN (?,?))",
+                               (fate, session_id, from_seq, upto_seq, *HIDDEN))
+        self.edits = []
+
+    def _insert_rows(self) -> None:
+        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
                            self.rows)
         # The batch's rows are the table's last (ids number messages in log order): indexed from the table,
         # without passing each text from Python to SQLite again.

@@ -11,7 +11,9 @@ from .base import TypedRow
 class SearchHit(TypedRow):
     """A message that matched: its log `position`, session, seq, role, routing key, platform and
     time (`at`); `snippet` marks the match >>>like this<<<; `score` is its bm25 rank (None when
-    the text was scanned rather than ranked) and `match` says how it matched (words or substring)."""
+    the text was scanned rather than ranked) and `match` says how it matched (words or substring);
+    `fate`: None for a message in the agent's history, else "compacted" (summarised, still found)
+    or, asked for with include_undone, "undone" or "retried"."""
     position: int
     session_id: str
     seq: int
@@ -22,3 +24,4 @@ class SearchHit(TypedRow):
     snippet: str
     score: float | None
     match: str
+    fate: str | None = None

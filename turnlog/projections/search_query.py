@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import sqlite3
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from typing import Any
 
 from ..domain.fts_query import QueryPlan, QueryTooLong, Term, plan_query
+from ..domain.history import HIDDEN
 from ..errors import InvalidRequest
 from .runner import ProjectionRunner
 from .views_file import is_corruption
@@ -35,7 +36,7 @@ RANK_DEPTH = 5
 SNIPPET_TOKENS = 16
 MARK_OPEN, MARK_CLOSE, ELLIPSIS = ">>>", "<<<", "…"
 SNIPPET_CHARS = 60  # either side of a substring match
-_COLUMNS = "m.id, f.session_id, m.seq, m.role, f.session_key, f.platform, m.at, m.position"
+_COLUMNS = "m.id, f.session_id, m.seq, m.role, f.session_key, f.platform, m.at, m.position, m.fate"
 # The message table with its filing (session, key, platform), the messages outermost.
 _MESSAGES = "search_messages m CROSS JOIN search_filings f ON f.id = m.filing"
 
@@ -48,9 +49,15 @@ class Filters:
     role: str | None = None
     since: str | None = None  # fixed-width UTC text (search.utc_text), inclusive
     until: str | None = None  # exclusive
+    hidden: bool = False  # leave out messages undone or retried out of the agent's history
 
     def sql(self) -> tuple[str, list[Any]]:
-        clauses, params, filed = [], [], []
+        clauses: list[str] = []
+        params: list[Any] = []
+        filed: list[str] = []
+        if self.hidden:
+            clauses.append("(m.fate IS NULL OR m.fate NOT IN (?,?))")
+            params.extend(HIDDEN)
         for column, value in (("session_id", self.session), ("session_key", self.key), ("platform", self.platform)):
             if value is not None:
                 filed.append(f"{column} = ?")
@@ -93,9 +100,10 @@ def parse_moment(value: str | datetime | date | None, what: str) -> str | None:
 
 def run(runner: ProjectionRunner, query: str, *, session: str | None = None, key: str | None = None,
         platform: str | None = None, role: str | None = None, since: Any = None, until: Any = None,
-        limit: int = 20) -> list[dict[str, Any]]:
+        limit: int = 20, include_undone: bool = False) -> list[dict[str, Any]]:
     """Search the search projection as it is (the caller catches it up: views.py); a damaged
-    index is rebuilt from the log once and the search retried."""
+    index is rebuilt from the log once and the search retried. Undone and retried messages are
+    left out unless `include_undone`; every hit says its `fate`."""
     if not isinstance(query, str):
         raise InvalidRequest(f"the search query must be a string, not {type(query).__name__}")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
@@ -108,13 +116,22 @@ def run(runner: ProjectionRunner, query: str, *, session: str | None = None, key
         raise InvalidRequest(str(e)) from None
     try:
         with runner.lock:
-            return search(runner.db, plan, filters, limit, _stats(runner))
+            return search(runner.db, plan, _hiding(runner.db, filters, include_undone), limit, _stats(runner))
     except sqlite3.DatabaseError as e:
         if not is_corruption(e):
             raise
         runner.repair("search", cause=e)
     with runner.lock:
-        return search(runner.db, plan, filters, limit, _stats(runner))
+        return search(runner.db, plan, _hiding(runner.db, filters, include_undone), limit, _stats(runner))
+
+
+def _hiding(db: sqlite3.Connection, filters: Filters, include_undone: bool) -> Filters:
+    """The filters, hiding undone and retried messages when there are any (one look at a partial
+    index; without any, the search keeps its unfiltered plan)."""
+    if include_undone or db.execute("SELECT 1 FROM search_messages WHERE fate IS NOT NULL AND fate IN (?,?)"
+                                    " LIMIT 1", HIDDEN).fetchone() is None:
+        return filters
+    return replace(filters, hidden=True)
 
 
 def search(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: int,
@@ -200,7 +217,7 @@ def _scanned(db: sqlite3.Connection, plan: QueryPlan, filters: Filters, limit: i
     rows = db.execute(f"SELECT {_COLUMNS}, m.text FROM {_MESSAGES} WHERE {condition}"
                       " ORDER BY m.id DESC LIMIT ?", (*like_params, *params, limit)).fetchall()
     positive = [t for t in plan.terms if not t.negated]
-    return [{**_row_dict(r[:8]), "snippet": _snippet(r[8], positive), "score": None, "match": "substring"}
+    return [{**_row_dict(r[:9]), "snippet": _snippet(r[9], positive), "score": None, "match": "substring"}
             for r in rows]
 
 
@@ -214,7 +231,7 @@ def _metadata(db: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Any
 
 def _row_dict(r: tuple[Any, ...]) -> dict[str, Any]:
     return {"position": r[7], "session_id": r[1], "seq": r[2], "role": r[3], "session_key": r[4],
-            "platform": r[5], "at": r[6]}
+            "platform": r[5], "at": r[6], "fate": r[8]}
 
 
 def _escape_like(text: str) -> str:

@@ -15,7 +15,7 @@ from .search import SearchProjection, unpack_hex
 
 _UNBOUNDED = 2**62
 _SELECT = ("SELECT seq, role, coalesce(content, text), tool_calls, tool_call_id, name, token_count, finish_reason,"
-           " platform_message_id, coalesce(stamp, at), epoch, turn_id, actor, cause FROM search_messages"
+           " platform_message_id, coalesce(stamp, at), epoch, turn_id, actor, cause, fate FROM search_messages"
            " WHERE filing IN (SELECT id FROM search_filings WHERE session_id=?) AND seq <= ? ORDER BY seq")
 _loads = orjson.loads
 
@@ -30,7 +30,7 @@ def holds_transcripts(db: sqlite3.Connection) -> bool:
 
 
 _KEYS = ("seq", "role", "content", "tool_calls", "tool_call_id", "name", "token_count", "finish_reason",
-         "platform_message_id", "timestamp", "epoch", "turn_id", "actor", "cause")
+         "platform_message_id", "timestamp", "epoch", "turn_id", "actor", "cause", "fate")
 
 
 def messages(db: sqlite3.Connection, session_id: str, upto_version: int | None = None) -> list[dict[str, Any]]:

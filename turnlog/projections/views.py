@@ -19,6 +19,8 @@ from uuid import UUID
 
 from eventsourcing.application import Application
 
+from ..domain.history import HistoryEdit, with_fates
+from ..domain.session import edits_in, session_stream
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
 from . import (delegations_views, ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
                search_views, timeline_query)
@@ -198,14 +200,36 @@ class Views:
     # -- transcripts (the search table, then the log) and search ----------------------------
 
     def transcript(self, session_id: str, *, upto_version: int | None = None) -> list[dict[str, Any]]:
+        """The session's messages, each with its current `fate` (domain/history.py): the search
+        table's, unless the table is behind the session's stream; then the session's edit events
+        read from the log decide (AsOf gives the fates of a past moment itself)."""
         stored = self._stored_transcript(session_id, upto_version)
         if stored is None:
-            return [message_row(e) for e in read_transcript(self.app.events.get, session_id, upto=upto_version)]
+            rows = [message_row(e) for e in read_transcript(self.app.events.get, session_id, upto=upto_version)]
+            return with_fates(rows, self.history_edits(session_id))
         last = stored[-1]["seq"] if stored else 0
+        tail = []
         if (upto_version is None or last < upto_version) and self._log_goes_past(session_id, last):
-            stored += [message_row(e) for e in read_transcript(self.app.events.get, session_id, after=last,
-                                                                upto=upto_version)]
+            tail = [message_row(e) for e in read_transcript(self.app.events.get, session_id, after=last,
+                                                             upto=upto_version)]
+        if tail or self._session_goes_past(session_id):
+            return with_fates(stored + tail, self.history_edits(session_id))
         return stored
+
+    def history_edits(self, session_id: str) -> tuple[HistoryEdit, ...]:
+        """The edits of the session's agent history, read from its events in the log."""
+        return edits_in(self.app.events.get(session_stream(session_id)))
+
+    def _session_goes_past(self, session_id: str) -> bool:
+        """Whether the session's stream has events the search table has not seen (True when it
+        cannot tell cheaply): an edit among them would change a stored message's fate."""
+        log = self.runner.log
+        if log.sql is None:
+            return True
+        stream = str(session_stream(session_id))
+        with self.runner.lock:
+            seen = self.runner.positions().get("search", 0)
+            return log.stream_version(stream, 2**62) != log.stream_version(stream, seen)
 
     def _log_goes_past(self, session_id: str, seq: int) -> bool:
         """Whether the log holds a message of the session after `seq` (True when it cannot tell cheaply)."""

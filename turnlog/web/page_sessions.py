@@ -149,9 +149,17 @@ def session(v: Snapshot, session_id: str, params: dict[str, str]) -> Result:
     return Result(f"Session {session_id}", data, _session_body(data))
 
 
+# What a message's fate says beside it: it stays in the transcript, flagged.
+FATE_NOTES = {"undone": "undone: not in the agent's history", "retried": "retried: not in the agent's history",
+              "compacted": "compacted: a summary stands for it in the agent's history"}
+
+
 def _message(m: dict[str, Any]) -> Markup:
+    fate = m.get("fate")
+    note = tag("span", FATE_NOTES.get(fate, fate), class_="fate") if fate else Markup("")
     head = tag("div", Markup(tag("span", m["role"], class_="role") + text(f" #{m['seq']} · {m['timestamp']}")
-                             + text(f" · {m['token_count']} tokens" if m["token_count"] else "")), class_="meta")
+                             + text(f" · {m['token_count']} tokens" if m["token_count"] else "")
+                             + (text(" · ") + note if fate else Markup(""))), class_="meta")
     body = tag("div", m["content"], class_="content")
     folds = []
     if m["tool_calls"]:
@@ -161,7 +169,8 @@ def _message(m: dict[str, Any]) -> Markup:
     if m["role"] == "tool":  # a tool's output is long and rarely what one reads first
         body = tag("details", Markup(tag("summary", f"tool result {m['name'] or ''} {m['tool_call_id'] or ''}")
                                      + body), class_="tool-result")
-    return tag("article", Markup(head + body + "".join(folds)), class_=f"msg role-{m['role']}")
+    return tag("article", Markup(head + body + "".join(folds)),
+               class_=f"msg role-{m['role']}" + (f" fate-{fate}" if fate else ""))
 
 
 def _session_body(d: dict[str, Any]) -> Markup:
