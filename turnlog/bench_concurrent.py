@@ -74,7 +74,7 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
 
     wall = asyncio.run(main())
     lat_ms = [x * 1000 for x in latencies]
-    result = {
+    result: dict[str, Any] = {
         "bench": "turnlog-concurrent",
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count()},

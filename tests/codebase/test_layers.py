@@ -10,7 +10,7 @@ every `x._name` against the names its own module defines.
     services     time travel, export, upkeep      -> commands, projections, storage, domain, errors, base
     api          the public API (api, its groups, the agent cache and its memory readers)
                                                    -> everything below the faces
-    tools        ingest, bench, demo, workload    -> the public API
+    tools        ingest, bench(_concurrent), demo, workload -> the public API
     cli, web     the faces                        -> the public API, tools (and cli -> web, to serve it)
     integrations the bot-library adapters, a face -> the public API, tools
 
@@ -27,7 +27,7 @@ from test_import_graph import ROOT, edges, module_name, modules
 
 BASE = {"clock", "config", "gc_pause"}
 SERVICES = {"timetravel", "export", "maintenance"}
-TOOLS = {"ingest", "bench", "demo", "workload", "search_timing"}
+TOOLS = {"ingest", "bench", "bench_concurrent", "demo", "workload", "search_timing"}
 API = {"api", "turn_operations", "gateway_status", "agent_cache", "memory"}
 PUBLIC = {"turnlog", "api", "aio", "errors"}
 BELOW_FACES = {"domain", "storage", "projections", "commands", "hermes", "errors"} | BASE | SERVICES
