@@ -186,7 +186,7 @@ class Turnlog:
                                  BranchCommands(self._ctx, self._routing, self._leases, self._forks, self._titles))
         self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies,
                                     self._compaction, self._delegations)
-        self._edits = HistoryEdits(self._ctx, self._leases, self._keeper)
+        self._edits = HistoryEdits(self._ctx, self._leases)
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)

@@ -199,13 +199,8 @@ def test_session_version_moves_with_the_history_not_with_activity(t):
 
 
 def undo_last_turn(t, session_id):
-    """An /undo of the last turn, recorded as its command records it: the session's TurnsUndone.
-    (Through the engine's context until the /undo command is on this branch.)"""
-    ctx = t._ctx
-    session = ctx.session(session_id)
-    last = t.session_version(session_id) - len(session.history_edits)
-    session.undo(last - 1, last, 1, at=ctx.clock.now(), actor="operator", cause="/undo")
-    ctx.save(session)
+    """An operator's /undo of the last turn (a TurnsUndone on the session)."""
+    assert t.undo(session_id, 1, actor="operator", cause="/undo").turns == 1
 
 
 def test_a_history_edit_elsewhere_moves_the_version_and_makes_the_agent_stale(t, other, clock):

@@ -8,7 +8,6 @@ import threading
 from turnlog import Turnlog
 
 from chat import alice, collect
-from history_edits import compact
 
 
 class Agent:
@@ -98,7 +97,7 @@ def test_a_redelivered_undo_is_not_run_twice(t):
 def test_undo_of_a_compacted_range_reaches_only_the_turns_after_the_summary(t):
     agent = Agent()
     session_id = chat(t, agent, "one", "two", "three")
-    compact(t, session_id, "they said one and two", keep_turns=1)
+    t.compact(session_id, summary="they said one and two", keep_turns=1)
     result = t.command(alice("u1"), "/undo 10")  # clamps to the one turn after the summary
     assert "Undid 1 turn(s) (2 message(s))" in result.reply and "“three”" in result.reply
     assert "“one”" not in result.reply

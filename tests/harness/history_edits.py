@@ -1,15 +1,12 @@
-"""/undo and in-place /compress made in a test through the core's planners and Session events
-(domain/history.py, Session.undo / Session.compact), until the chat and CLI commands exist: then
-these become `t.command(source, "/undo 1")` and `t.command(source, "/compress here 1")`. And a
-log made of the Hermes fixture (imported by the caller) with such edits on sessions of both kinds."""
+"""/undo, /retry and in-place compaction made in a test through the public API (`t.undo`,
+`t.command(source, "/retry")`, `t.compact`), and a log made of the Hermes fixture (imported by the
+caller) with such edits on sessions of both kinds."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from turnlog import SessionSource, Turnlog
-from turnlog.domain.history import fallback_summary, plan_compaction, plan_retry, plan_undo
 
 FEISHU, WEIXIN, TG_DM_2 = "20261107_100001_5330a25f", "20261118_190001_079d16b1", "20261105_210210_ae4d6fdf"
 TG_DM = SessionSource(platform="telegram", chat_type="dm", chat_id="5512345678", user_id="5512345678")
@@ -17,42 +14,19 @@ CAROL = SessionSource(platform="telegram", chat_type="dm", chat_id="777", user_i
 DAVE = SessionSource(platform="slack", chat_type="group", chat_id="C9", user_id="U9", scope_id="T9", thread_id="1.5")
 
 
-def context(t: Turnlog) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return t.ctx  # the engine's command context (a deprecated public attribute: tests only)
-
-
 def undo(t: Turnlog, session_id: str, turns: int = 1) -> None:
-    ctx = context(t)
-    session = ctx.session(session_id)
-    assert session is not None
-    plan = plan_undo(t.turns.agent_history(session_id), session.history_edits, len(t.transcript(session_id)), turns)
-    session.undo(plan.from_seq, plan.upto_seq, plan.turns, at=ctx.clock.now(), actor="test", cause="test:undo")
-    ctx.save(session)
+    t.undo(session_id, turns, actor="test", cause="test:undo")
 
 
 def retry(t: Turnlog, source: SessionSource) -> None:
-    """The last turn leaves the history and its text runs again (what /retry will do)."""
-    ctx = context(t)
-    session_id = t.session(source).session_id
-    session = ctx.session(session_id)
-    assert session is not None
-    plan, text = plan_retry(t.turns.agent_history(session_id), session.history_edits, len(t.transcript(session_id)))
-    session.retry(plan.from_seq, plan.upto_seq, text, at=ctx.clock.now(), actor="test", cause="test:retry")
-    ctx.save(session)
-    say(t, source, text, lambda history, item: f"again: {item.text}")
+    """/retry: the last turn leaves the history and its text runs again as a new turn."""
+    assert t.command(source, "/retry").turn_pending
+    t.run_next(source, lambda history, item: f"again: {item.text}", lambda *a: None)
+    t.clock.advance(60)
 
 
 def compact(t: Turnlog, session_id: str, keep_turns: int = 0, focus: str | None = None) -> None:
-    ctx = context(t)
-    session = ctx.session(session_id)
-    assert session is not None
-    from_seq, upto_seq, replaced = plan_compaction(t.turns.agent_history(session_id), session.history_edits,
-                                                   keep_turns=keep_turns)
-    session.compact(from_seq, upto_seq, fallback_summary(replaced, focus), focus=focus, model=None,
-                    kept_turns=keep_turns, at=ctx.clock.now(), actor="test", cause="test:compress")
-    ctx.save(session)
+    t.compact(session_id, keep_turns=keep_turns, focus=focus, actor="test")
 
 
 def tool_turn(word: str) -> Any:

@@ -11,7 +11,6 @@ from turnlog import Turnlog
 from turnlog.cli import main
 
 from chat import alice, echo
-from history_edits import compact
 
 
 def chat(t: Turnlog, *texts: str) -> str:
@@ -38,7 +37,8 @@ def test_undone_and_retried_messages_are_hidden_unless_asked_for(t):
 
 def test_compacted_originals_stay_searchable_and_are_marked(t):
     session_id = chat(t, "banana one", "banana two", "banana three")
-    assert compact(t, session_id, "they talked about bananas", keep_turns=1) == (1, 4)
+    done = t.compact(session_id, summary="they talked about bananas", keep_turns=1)
+    assert (done.from_seq, done.upto_seq) == (1, 4)
     assert hits(t, "banana") == [(1, "compacted"), (2, "compacted"), (3, "compacted"), (4, "compacted"),
                                  (5, None), (6, None)]
     # An undo after it reaches only the kept turn.
@@ -57,7 +57,7 @@ def test_cli_search_include_undone(t, db):
 
 def test_a_rebuild_gives_every_fate_back(t):
     session_id = chat(t, "date one", "date two", "date three", "date four")
-    compact(t, session_id, "dates", keep_turns=2)
+    t.compact(session_id, summary="dates", keep_turns=2)
     t.command(alice("u1"), "/undo")
     t.command(alice("r1"), "/retry")
     t.run_next(alice(), echo, lambda text: None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from turnlog import Turnlog
 
 from chat import alice, echo
-from history_edits import compact
 
 
 def chat(t: Turnlog, *texts: str) -> str:
@@ -31,7 +30,7 @@ def test_at_and_diff_across_an_undo_a_retry_and_a_compaction(t):
     t.command(alice("r1"), "/retry")
     t.run_next(alice(), echo, lambda text: None)
     after_retry = head(t)
-    compact(t, session_id, "summary", keep_turns=1)
+    t.compact(session_id, summary="summary", keep_turns=1)
     after_compaction = head(t)
 
     assert fates(t.at(before_undo).transcript(session_id)) == [(s, None) for s in range(1, 7)]
@@ -59,7 +58,7 @@ def test_history_summarises_the_edits(t):
     t.command(alice("u1"), "/undo")
     t.command(alice("r1"), "/retry")
     t.run_next(alice(), echo, lambda text: None)
-    compact(t, session_id, "summary")
+    t.compact(session_id, summary="summary")
     summaries = {e.event: e.summary for e in t.history(session_id)
                  if e.event in ("TurnsUndone", "TurnRetried", "TranscriptCompacted")}
     assert summaries == {"TurnsUndone": "undid 1 turn(s): messages 3..4 left the agent's history",

@@ -9,7 +9,6 @@ from turnlog import ManualClock, SequentialIds, Turnlog
 from turnlog.web.app import create_app
 
 from chat import alice, echo
-from history_edits import compact
 
 
 def test_the_transcript_marks_undone_retried_and_compacted_messages(tmp_path):
@@ -17,7 +16,7 @@ def test_the_transcript_marks_undone_retried_and_compacted_messages(tmp_path):
     with Turnlog(path, clock=ManualClock(), session_ids=SequentialIds()) as t:
         for i, text in enumerate(["one", "two", "three", "four"]):
             session_id = t.handle_message(alice(f"m{i}"), text, echo, lambda text: None)[0].session_id
-        compact(t, session_id, "the first turn", keep_turns=3)
+        t.compact(session_id, summary="the first turn", keep_turns=3)
         t.command(alice("u1"), "/undo")
         t.command(alice("r1"), "/retry")
         t.run_next(alice(), echo, lambda text: None)

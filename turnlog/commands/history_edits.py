@@ -5,8 +5,8 @@ the edit is refused (SessionBusy), as Hermes refuses /undo mid-turn, instead of 
 history under the agent that is reading it. `under_lease` is the one step every edit goes
 through: the lease's acquisition, the edit's events and the lease's release commit in one
 transaction, so a turn that starts meanwhile makes the save conflict (then the retry finds the
-lease held), and a crash leaves either all of the edit or nothing. `hold=True` saves the
-acquisition first and keeps the lease renewed, for an edit with slow work in it (a summariser).
+lease held), and a crash leaves either all of the edit or nothing. A compaction, whose summary
+is slow work done before anything is held, takes the same instant hold in commands/compaction.py.
 The rules of what an edit covers are domain/history.py's.
 """
 
@@ -17,14 +17,13 @@ from datetime import datetime
 from typing import Any, Callable, TypeVar
 
 from ..domain.history import HistoryEditError, plan_retry, plan_undo
-from ..domain.lease import LeaseHeld, TurnLease
+from ..domain.lease import LeaseHeld
 from ..domain.session import Session
 from ..domain.transcript import MessageAppended
-from ..errors import InvalidRequest, LeaseTimeout, NotFound, SessionBusy, StaleLease
+from ..errors import InvalidRequest, NotFound, SessionBusy
 from .agent_history import read_agent_history
 from .context import CommandContext
-from .keeper import Keeper
-from .lease import LeaseCommands, lease_id
+from .lease import LeaseCommands
 
 T = TypeVar("T")
 EDITED = "edited"  # how the lease's holding by an edit ended (its release outcome)
@@ -65,20 +64,14 @@ class UndoResult:
 
 
 class HistoryEdits:
-    def __init__(self, ctx: CommandContext, leases: LeaseCommands, keeper: Keeper | None = None) -> None:
+    def __init__(self, ctx: CommandContext, leases: LeaseCommands) -> None:
         self.ctx = ctx
         self.leases = leases
-        self.keeper = keeper
 
-    def under_lease(self, session_id: str, step: EditStep[T], *, actor: str, cause: str,
-                    hold: bool = False) -> T:
+    def under_lease(self, session_id: str, step: EditStep[T], *, actor: str, cause: str) -> T:
         """Run `step` under the session's lease and save what it recorded; SessionBusy while a
         turn holds the lease, NotFound for no such session. Nothing is saved when the step
-        recorded nothing (nothing to undo). `hold`: save the acquisition first and keep the lease
-        renewed until the edit is saved (slow work in the step)."""
-        if hold:
-            return self._holding(session_id, step, actor=actor, cause=cause)
-
+        recorded nothing (nothing to undo)."""
         def attempt() -> T:
             session = self._session(session_id)
             try:
@@ -94,37 +87,6 @@ class HistoryEdits:
             self.ctx.save(lease, editing.session, *items)
             return result
         return self.ctx.retrying(attempt, f"an edit of session {session_id}")
-
-    def _holding(self, session_id: str, step: EditStep[T], *, actor: str, cause: str) -> T:
-        try:
-            token = self.leases.acquire(session_id, self._session(session_id).session_key, timeout=0, actor=actor,
-                                        cause=cause)
-        except LeaseTimeout as timeout:
-            raise SessionBusy(f"a turn is running on session {session_id}: the edit was refused ({timeout})") \
-                from None
-        if self.keeper is not None:
-            self.keeper.keep(token)
-        saved = False
-        try:
-            def attempt() -> T:
-                editing = self._editing(self._session(session_id), self.leases.held(token).last_seq)
-                result, items = step(editing)  # the slow part, while the keeper renews the lease
-                if self.keeper is not None:
-                    self.keeper.release(token)  # from here a renewal would only conflict with the save
-                lease: TurnLease | None = self.ctx.get(lease_id(session_id), fresh=True)
-                if lease is None or lease.epoch != token.epoch or lease.owner != token.owner:
-                    raise StaleLease(f"the lease of session {session_id} was taken while it was edited:"
-                                     " the edit was refused")
-                lease.release(epoch=token.epoch, outcome=EDITED, at=editing.at, actor=actor, cause=cause)
-                self.ctx.save(lease, editing.session, *items)
-                return result
-            result = self.ctx.retrying(attempt, f"an edit of session {session_id}")
-            saved = True
-            return result
-        finally:
-            if not saved:
-                self.leases.release(token, "failed", actor=actor, cause=cause)
-            self.leases.forget(token)
 
     def _session(self, session_id: str) -> Session:
         session = self.ctx.session(session_id)
