@@ -42,6 +42,22 @@ def dir_bytes(root: str) -> int:
     return total
 
 
+ACCEPTS = 500  # messages accepted (not run) at the end, to time what a webhook waits for before its ack
+
+
+def accept_latencies(t: Turnlog, sources: list[Any], rng: random.Random) -> list[float]:
+    """The wall time of `accept` alone, in ms: the durable record a webhook handler acknowledges
+    after (the turn runs later), on the workload's keys."""
+    out = []
+    for n in range(ACCEPTS):
+        source = sources[rng.randrange(len(sources))]
+        source.message_id = f"accept-{n}"
+        t0 = time.perf_counter()
+        t.accept(source, user_text(rng, n))
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
 def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = None,
               progress: Progress | None = None, keep: bool = False) -> dict[str, Any]:
     if sessions < 1 or turns < 1:
@@ -96,6 +112,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     rebuild_t0 = time.perf_counter()
     rebuilt_events = int(t.maintenance.rebuild()["events"])
     rebuild_s = time.perf_counter() - rebuild_t0
+    accept_ms = accept_latencies(t, sources, rng)
     t.close()
 
     lat_ms = [x * 1000 for x in latencies]
@@ -114,6 +131,8 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         "turn_latency_ms": {"p50": round(percentile(lat_ms, 50), 3), "p90": round(percentile(lat_ms, 90), 3),
                             "p99": round(percentile(lat_ms, 99), 3), "max": round(max(lat_ms), 3),
                             "mean": round(statistics.fmean(lat_ms), 3)},
+        "accept_latency_ms": {"p50": round(percentile(accept_ms, 50), 3), "p99": round(percentile(accept_ms, 99), 3),
+                              "accepts": len(accept_ms)},
         "projection_catch_up_s": round(catch_up_s, 3),
         "restart": {"load_s": round(restart_s, 4), "sessions_loaded": len(listed), "messages_loaded": loaded},
         "search": search,

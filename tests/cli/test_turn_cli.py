@@ -48,4 +48,5 @@ def test_bench_prints_the_workload_fields(tmp_path):
     for field in ("turns_per_s", "turn_latency_ms", "restart", "search", "fts_rebuild", "bytes_after_workload"):
         assert figures[field] is not None, field
     assert set(figures["turn_latency_ms"]) >= {"p50", "p99"}
+    assert figures["accept_latency_ms"]["accepts"] == 500 and figures["accept_latency_ms"]["p99"] > 0
     assert invoke("bench", "-S", "0").exit_code == 2

@@ -329,6 +329,8 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
         out.line(f"{result['turns_done']} turns on {sessions} sessions: {result['turns_per_s']} turns/s,"
                  f" p50 {lat['p50']} ms, p99 {lat['p99']} ms")
         out.line(f"restart (load every session and transcript): {result['restart']['load_s']} s")
+        acc = result["accept_latency_ms"]
+        out.line(f"accept alone (what a webhook acks after): p50 {acc['p50']} ms, p99 {acc['p99']} ms")
         out.line(f"projections rebuild: {result['projections_rebuild']['seconds']} s"
                  f" ({result['projections_rebuild']['events_per_s']} events/s)")
         out.line(f"bytes after workload: {result['bytes_after_workload']}")
