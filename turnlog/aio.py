@@ -242,6 +242,10 @@ class AsyncTurnlog:
     async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
         """Turnlog.close: running turns are waited for up to `wait_s` s, then cancelled."""
         await self.run(self.turnlog.close, wait_s)
+        self.shutdown_threads()
+
+    def shutdown_threads(self) -> None:
+        """End the worker threads (Turnlog.close calls this for the one `wrap` keeps on it)."""
         self._threads.shutdown(wait=False)
 
 

@@ -219,6 +219,11 @@ class Turnlog:
         self._keeper.close()
         self._projections.close()
         self._app.close()
+        # The asyncio face kept on this Turnlog by turnlog.aio.wrap: its worker threads end with it
+        # (idle threads left behind would also keep a later rebuild in this process from forking).
+        wrapped = self.__dict__.get("_aio")
+        if wrapped is not None:
+            wrapped.shutdown_threads()
 
     def __enter__(self) -> "Turnlog":
         return self

@@ -59,7 +59,9 @@ def test_show_marks_the_undone_messages(tmp_path):
     invoke("--db", db, "undo", session_id)
     shown = invoke("--db", db, "show", session_id)
     assert shown.exit_code == 0
-    table = [line.split()[:5] for line in shown.output.splitlines()[9:]]
+    lines = shown.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["seq"])
+    table = [line.split()[:5] for line in lines[header:]]
     assert table == [["seq", "timestamp", "role", "epoch", "fate"], ["1", "2026-01-01T00:00:00+00:00", "user", "1", "-"],
                      ["2", "2026-01-01T00:00:00+00:00", "assistant", "1", "-"],
                      ["3", "2026-01-01T00:00:00+00:00", "user", "2", "undone"],

@@ -63,4 +63,4 @@ def test_history_summarises_the_edits(t):
                  if e.event in ("TurnsUndone", "TurnRetried", "TranscriptCompacted")}
     assert summaries == {"TurnsUndone": "undid 1 turn(s): messages 3..4 left the agent's history",
                          "TurnRetried": "retried the last turn: messages 1..4 left the agent's history, “one” runs again",
-                         "TranscriptCompacted": "compacted messages 1..6 into a summary of 1 message(s), keeping 0 turn(s)"}
+                         "TranscriptCompacted": "history compacted: seqs 1..6 -> a summary"}

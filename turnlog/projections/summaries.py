@@ -48,8 +48,9 @@ SUMMARIES: dict[str, Summary] = {
     " left the agent's history",
     "TurnRetried": lambda d: f"retried the last turn: messages {d.get('from_seq')}..{d.get('upto_seq')} left the"
     f" agent's history, “{_short(d.get('text'), 32)}” runs again",
-    "TranscriptCompacted": lambda d: f"compacted messages {d.get('from_seq')}..{d.get('upto_seq')} into a summary of"
-    f" {len(d.get('summary') or ())} message(s), keeping {d.get('kept_turns')} turn(s)",
+    "TranscriptCompacted": lambda d: f"history compacted: seqs {d.get('from_seq')}..{d.get('upto_seq')} -> a summary"
+    + (f" (focus {_short(d['focus'], 32)!r})" if d.get("focus") else "")
+    + (f" by {d['model']}" if d.get("model") else ""),
     "LeaseOpened": lambda d: "turn lease opened",
     "LeaseAcquired": lambda d: f"lease epoch {d.get('epoch')} acquired by {d.get('owner')}"
     + (f" (taken over from {d['taken_over_from']})" if d.get("taken_over_from") else ""),
