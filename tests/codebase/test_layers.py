@@ -24,7 +24,7 @@ from pathlib import Path
 from test_import_graph import ROOT, edges, module_name, modules
 
 BASE = {"clock", "config", "gc_pause"}
-SERVICES = {"timetravel", "export", "maintenance"}
+SERVICES = {"timetravel", "export", "maintenance", "metrics"}
 TOOLS = {"ingest", "bench", "demo", "workload", "search_timing"}
 API = {"api", "turn_operations", "gateway_status"}
 PUBLIC = {"turnlog", "api", "aio", "errors"}

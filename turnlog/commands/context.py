@@ -16,6 +16,7 @@ from ..domain.session import Session
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
 from ..storage.store import TurnlogApplication
+from .recorder import Recorder
 
 T = TypeVar("T")
 MAX_CONFLICT_RETRIES = 50
@@ -33,6 +34,7 @@ class CommandContext:
     config: EngineConfig
     cache: AggregateCache = field(init=False)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
+    recorder: Recorder = field(default_factory=lambda: Recorder(""))  # what this process measures
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)

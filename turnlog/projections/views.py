@@ -20,7 +20,7 @@ from uuid import UUID
 from eventsourcing.application import Application
 
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
-from . import (ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
+from . import (counts_views, ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
                search_views, timeline_query)
 from .route_history_views import BoundRoute
 from .routing_views import RouteRow, SessionFlagRow, SessionRow
@@ -111,6 +111,12 @@ class Views:
 
     def dead_deliveries(self) -> list[OwedDelivery]:
         return self._read(ledger_views.owed, ("dead",))
+
+    def delivery_state_counts(self) -> dict[str, int]:
+        return self._read(ledger_views.state_counts)
+
+    def event_counts(self) -> dict[tuple[str, str], int]:
+        return self._read(counts_views.event_counts)
 
     def held_leases(self) -> list[LeaseRow]:
         return self._read(leases_views.held_leases)

@@ -1,0 +1,74 @@
+"""Metrics (docs/operations.md "Metrics and traces"): the log's counts read at scrape time from
+the read models equal what the log holds, in any process; this process's histograms and counters."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from turnlog import EngineConfig, StaleLease
+
+from chat import alice, echo
+from metrics_workload import logged, run_workload, samples, scraped
+
+ONE_TRY = EngineConfig(delivery_max_attempts=2)
+
+
+def test_a_scrape_after_a_workload_shows_the_counts_the_log_holds(make_turnlog):
+    t = make_turnlog(owner="gw-a", config=ONE_TRY)
+    run_workload(t)
+    holds = logged(t)
+    assert holds["deliveries"]["dead"] == 1 and holds["deliveries"]["delivered"] == 2  # the workload did its part
+    assert holds["refused"] == {"message_id": 1} and holds["started"] == 3
+    assert scraped(generate_latest(t.metrics()).decode()) == holds
+
+
+def test_another_process_and_a_restart_scrape_the_same_counts(make_turnlog):
+    t = make_turnlog(owner="gw-a", config=ONE_TRY)
+    run_workload(t)
+    first = scraped(generate_latest(t.metrics()).decode())
+    t.close()
+    again = make_turnlog(owner="gw-b", config=ONE_TRY)  # nothing in process memory carried over
+    assert scraped(generate_latest(again.metrics()).decode()) == first == logged(again)
+
+
+def test_boots_inbox_depth_and_projection_lag_are_read_from_the_log(make_turnlog):
+    t = make_turnlog(owner="gw-a")
+    t.start_gateway("main")
+    t.accept(alice("m9"), "waiting")
+    got = samples(generate_latest(t.metrics()).decode())
+    assert got[("turnlog_boots_alive", (("gateway", "main"),))] == 1
+    assert got[("turnlog_inbox_items", (("state", "pending"),))] == 1
+    assert got[("turnlog_projection_lag_events", (("projection", "counts"),))] == 0
+    t.stop_gateway()
+    assert samples(generate_latest(t.metrics()).decode())[("turnlog_boots_alive", (("gateway", "main"),))] == 0
+
+
+def test_turn_latency_is_split_into_engine_and_agent_time_per_process(make_turnlog, clock):
+    t = make_turnlog(owner="gw-a")
+    registry = t.metrics()
+    t.handle_message(alice("m1"), "hello", echo, lambda text: None)
+    got = samples(generate_latest(registry).decode())
+    for part in ("engine", "agent", "send"):
+        assert got[("turnlog_turn_seconds_count", (("part", part), ("process", "gw-a")))] == 1
+    assert t.metrics() is registry
+
+
+def test_stale_writes_and_takeovers_are_counted_in_the_process_that_saw_them(make_turnlog, clock):
+    a = make_turnlog(owner="gw-a")
+    b = make_turnlog(owner="gw-b")
+    a.metrics(), b.metrics()
+    sid = a.get_or_create_session(alice()).session_id
+    token = a.turns.acquire_lease(sid, "k")
+    clock.advance(10_000)  # the lease expires unrenewed
+    b.turns.acquire_lease(sid, "k", timeout=0)
+    try:
+        a.turns.append_message(token, "user", "late")
+    except StaleLease:
+        pass
+    got_a = samples(generate_latest(a.metrics()).decode())
+    got_b = samples(generate_latest(b.metrics()).decode())
+    assert got_a[("turnlog_stale_writes_refused_total", (("process", "gw-a"),))] == 1
+    assert got_b[("turnlog_lease_takeovers_total", (("process", "gw-b"),))] == 1
+    assert ("turnlog_lease_takeovers_total", (("process", "gw-a"),)) not in got_a or \
+        got_a[("turnlog_lease_takeovers_total", (("process", "gw-a"),))] == 0
+    assert got_b[("turnlog_lease_wait_seconds_count", (("process", "gw-b"),))] == 1
