@@ -3,6 +3,10 @@ the read models equal what the log holds, in any process; this process's histogr
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from prometheus_client import generate_latest
 
 from turnlog import EngineConfig, StaleLease
@@ -72,3 +76,23 @@ def test_stale_writes_and_takeovers_are_counted_in_the_process_that_saw_them(mak
     assert ("turnlog_lease_takeovers_total", (("process", "gw-a"),)) not in got_a or \
         got_a[("turnlog_lease_takeovers_total", (("process", "gw-a"),))] == 0
     assert got_b[("turnlog_lease_wait_seconds_count", (("process", "gw-b"),))] == 1
+
+
+def test_without_the_extras_turns_run_and_metrics_say_what_to_install(tmp_path):
+    script = f"""
+import sys
+sys.modules["prometheus_client"] = None  # neither extra installed
+sys.modules["opentelemetry"] = None
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+import turnlog
+from chat import alice, echo
+t = turnlog.open({str(tmp_path / "t.db")!r})
+t.handle_message(alice("m1"), "hi", echo, lambda text: None)
+try:
+    t.metrics()
+except turnlog.InvalidRequest as e:
+    print(e)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "metrics need prometheus-client: pip install 'turnlog[metrics]'"

@@ -90,11 +90,12 @@ class TurnRunner:
                  cached: bool = False, rk: RoutingKey | None = None) -> TurnOutcome | None:
         """Run the oldest pending item of the source's key as one turn; None when nothing waits."""
         rk = rk or self.routing.routing_key(source)
+        pending = self._pending(rk, routed, cached)
+        if not pending:
+            return None
         with self.ctx.recorder.span("turn", **source_attributes(source, rk.key)) as span:
-            turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached,
-                                   rk=rk)
+            turn = self._begin_pending(source, rk, pending, generation, timeout, routed, None)
             if turn is None:
-                span.set_attribute("turnlog.nothing_waiting", True)
                 return None
             span.set_attribute("gen_ai.conversation.id", turn.token.session_id)
             return turn.respond(responder, sender)
@@ -112,12 +113,18 @@ class TurnRunner:
         nothing more is started (the item stays pending for the next run) and a wait for the
         lease is given up (LeaseTimeout)."""
         rk = rk or self.routing.routing_key(source)
+        pending = self._pending(rk, routed, cached)
+        return self._begin_pending(source, rk, pending, generation, timeout, routed, stop) if pending else None
+
+    def _pending(self, rk: RoutingKey, routed: RouteResult | None, cached: bool) -> list[InboxItem]:
         # Just routed here: this process saved the inbox with the accept, so its cached copy is
         # current unless another writer moved it, which the start's save then refuses (a retry reads afresh).
         inbox = self.inbound.inbox(rk, fresh=routed is None and not cached)
-        pending = inbox.pending() if inbox is not None else []
-        if not pending:
-            return None
+        return inbox.pending() if inbox is not None else []
+
+    def _begin_pending(self, source: SessionSource, rk: RoutingKey, pending: list[InboxItem], generation: int,
+                       timeout: float | None, routed: RouteResult | None,
+                       stop: threading.Event | None) -> Turn | None:
         turn = self._turn(rk, stop)
         try:
             begun = self._begin_head(turn, source, rk, pending[0], routed, generation, timeout)
