@@ -445,7 +445,7 @@ class Turnlog:
         and this process's turn latency, lease waits, takeovers and stale writes, measured from
         the first call on (labelled `process`: this Turnlog's owner). The same registry each call."""
         if self._registry is None:
-            self._registry = metrics_registry(self._log_counts, self._recorder.enable_metrics())
+            self._registry = metrics_registry(self._log_counts, self._recorder.enable_metrics)
         return self._registry
 
     def _log_counts(self) -> LogCounts:

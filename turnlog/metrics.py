@@ -45,15 +45,16 @@ class LogCounts:
                    duplicates_refused=by_label(DUPLICATES_REFUSED), **others)
 
 
-def registry(read: Callable[[], LogCounts], in_process: list[Any]) -> Any:
-    """A CollectorRegistry with the log's counts (`read` at each scrape) and `in_process` collectors."""
+def registry(read: Callable[[], LogCounts], in_process: Callable[[], list[Any]]) -> Any:
+    """A CollectorRegistry with the log's counts (`read` at each scrape) and the collectors
+    `in_process()` makes."""
     try:
         from prometheus_client import CollectorRegistry
     except ImportError:
         raise InvalidRequest("metrics need prometheus-client: pip install 'turnlog[metrics]'") from None
     made = CollectorRegistry(auto_describe=True)
     made.register(_LogCollector(read))
-    for collector in in_process:
+    for collector in in_process():
         made.register(collector)
     return made
 
