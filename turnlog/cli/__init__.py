@@ -11,10 +11,10 @@ module registers them, in this order, on `main` (the console script `turnlog.cli
 
 from __future__ import annotations
 
-from . import audit, core, hermes, ledger, projections, web
+from . import audit, core, hermes, ledger, metrics, projections, web
 from .base import main
 
-FAMILIES = (core, ledger, audit, projections, hermes, web)
+FAMILIES = (core, ledger, audit, projections, hermes, metrics, web)
 
 for family in FAMILIES:
     for command in family.COMMANDS:
