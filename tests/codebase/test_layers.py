@@ -23,7 +23,7 @@ from pathlib import Path
 
 from test_import_graph import ROOT, edges, module_name, modules
 
-BASE = {"clock", "config", "gc_pause"}
+BASE = {"clock", "config", "gc_pause", "logs"}
 SERVICES = {"timetravel", "export", "maintenance", "metrics"}
 TOOLS = {"ingest", "bench", "demo", "workload", "search_timing"}
 API = {"api", "turn_operations", "gateway_status"}
@@ -35,6 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "domain": {"errors"},
     "clock": set(),
     "gc_pause": set(),
+    "logs": set(),
     "config": {"domain", "errors"},
     "storage": {"domain", "errors"},
     "projections": {"storage", "domain", "errors"} | BASE,

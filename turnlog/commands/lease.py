@@ -155,7 +155,7 @@ class LeaseCommands:
         with self._lock:
             self._held[(token.session_id, token.epoch)] = lease
         if lease.previous_end == "taken_over":
-            self.ctx.recorder.takeover()
+            self.ctx.recorder.takeover(token.session_id)
 
     def forget(self, token: LeaseToken) -> None:
         """Stop keeping the token: its turn ended, or its lease moved on (rotation)."""
@@ -195,7 +195,7 @@ class LeaseCommands:
             return self.ctx.save(lease, *items)
         except IntegrityError:
             self.forget(token)
-            self.ctx.recorder.stale_write()
+            self.ctx.recorder.stale_write(token.session_id)
             raise StaleLease(
                 f"lease epoch {token.epoch} of session {token.session_id} was taken over, revoked or moved;"
                 " the write was refused"

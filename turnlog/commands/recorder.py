@@ -9,6 +9,7 @@ time (turnlog/metrics.py), so they stay right across processes and restarts.
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -19,6 +20,11 @@ from ..domain.source import SessionSource
 # Seconds: a turn's engine part is milliseconds, an agent's seconds to minutes.
 TURN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 LEASE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+_lease_log = logging.getLogger("turnlog.lease")
+_turn_log = logging.getLogger("turnlog.turn")
+_delivery_log = logging.getLogger("turnlog.delivery")
 
 
 class _NoSpan:
@@ -54,13 +60,27 @@ class Recorder:
         if self._metrics is not None:
             self._metrics.lease_wait.labels(self.owner).observe(seconds)
 
-    def takeover(self) -> None:
+    def takeover(self, session_id: str) -> None:
+        _lease_log.info("took over the expired lease of session %s", session_id,
+                        extra={"session_id": session_id, "owner": self.owner})
         if self._metrics is not None:
             self._metrics.takeovers.labels(self.owner).inc()
 
-    def stale_write(self) -> None:
+    def stale_write(self, session_id: str) -> None:
+        _lease_log.warning("a write on session %s was refused: its lease had moved on", session_id,
+                           extra={"session_id": session_id, "owner": self.owner})
         if self._metrics is not None:
             self._metrics.stale_writes.labels(self.owner).inc()
+
+    def turn_failed(self, session_id: str, turn_id: str, failure: BaseException) -> None:
+        _turn_log.warning("turn %s on session %s failed: %s: %s", turn_id, session_id, type(failure).__name__,
+                          failure, extra={"session_id": session_id, "turn_id": turn_id, "owner": self.owner})
+
+    def send_failed(self, session_id: str, delivery_id: str, error: str, unknown: bool) -> None:
+        _delivery_log.warning("send of delivery %s %s: %s", delivery_id,
+                              "may have reached the platform (unknown)" if unknown else "failed", error,
+                              extra={"session_id": session_id, "delivery_id": delivery_id, "unknown": unknown,
+                                     "owner": self.owner})
 
     # -- traces -----------------------------------------------------------------------------
 

@@ -275,6 +275,7 @@ class Turn:
             else:
                 delivery_state = self._reply_and_deliver(reply, sender)
         except BaseException as failure:
+            recorder.turn_failed(state.token.session_id, state.token.turn_id, failure)
             raise self.fail(failure) from failure
         self.stopwatch.report(recorder)
         return self.outcome(delivery_state, reply_seq)
@@ -366,6 +367,8 @@ class Turn:
                     self.stopwatch.part("send"):
                 failure = send_once(sender, delivery.outbound_text, key=delivery.idempotency_key)
                 span.set_attribute("turnlog.send_failed", failure is not None)
+            if failure is not None:
+                self.parts.ctx.recorder.send_failed(token.session_id, str(delivery.id), failure.error, failure.unknown)
 
         if not finish_turn:
             return deliveries.settle_send(delivery.id, failure, cause=cause).state if delivery else None
