@@ -291,8 +291,13 @@ def _origin_of(file: Any) -> str:
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the workload's randomness.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep the benchmark database here (default: a temporary folder, deleted).")
+@click.option("--metrics/--no-metrics", default=False, show_default=True,
+              help="Measure the turns for a metrics scrape (needs prometheus-client), and time one scrape.")
+@click.option("--traces/--no-traces", default=False, show_default=True,
+              help="Record every turn's spans with the OpenTelemetry SDK (exported to nowhere).")
 @output_options
-def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output) -> None:
+def bench(sessions: int, turns: int, seed: int, workdir: str | None, metrics: bool, traces: bool,
+          out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
     from ..bench import run_bench
 
@@ -305,7 +310,8 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, out: Output
             done[0] = n
 
         try:
-            result = run_bench(sessions, turns, seed, workdir=workdir, progress=progress)
+            result = run_bench(sessions, turns, seed, workdir=workdir, progress=progress, metrics=metrics,
+                               traces=traces)
         except ValueError as e:
             raise click.UsageError(str(e)) from None
 
