@@ -96,3 +96,15 @@ except turnlog.InvalidRequest as e:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "metrics need prometheus-client: pip install 'turnlog[metrics]'"
+
+
+def test_the_grafana_dashboard_charts_only_series_turnlog_exposes(make_turnlog):
+    import json
+    import re
+
+    dashboard = json.loads((Path(__file__).parents[2] / "docs" / "grafana-turnlog.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    charted = {re.sub(r"_(bucket|total)$", "", name) for e in exprs for name in re.findall(r"turnlog_\w+", e)}
+    t = make_turnlog(owner="gw-a")
+    exposed = {family.name for family in t.metrics().collect()}
+    assert charted == exposed  # every series charted, and nothing charted that is not there
