@@ -454,15 +454,16 @@ class Turnlog:
         head_time = self._views.time_of(head) if head else None
         lag = []
         for p in self.maintenance.projection_status():
-            at = self._views.time_of(p.position) if p.behind and p.position else None
-            seconds = (_seconds_between(at, head_time) if at and head_time else 0.0) if p.behind else 0.0
-            lag.append(ProjectionLag(p.name, p.behind, seconds))
+            # How long, in event time, the oldest event a read model has not applied has waited.
+            oldest = self._views.time_of(p.position + 1) if p.behind else None
+            lag.append(ProjectionLag(p.name, p.behind, _seconds_between(oldest, head_time)
+                                     if oldest and head_time else 0.0))
         boots_alive = {name: sum(b.state in ("running", "draining") and not b.recovered for b in self.boots(name))
                        for name in self.gateways()}
         depths = self._views.queue_depths()
+        inbox = {"pending": sum(d.pending for d in depths), "started": sum(d.started for d in depths)}
         return LogCounts.of(self._views.event_counts(), deliveries=self._views.delivery_state_counts(),
-                            boots_alive=boots_alive, lag=lag,
-                            inbox={"pending": sum(d.pending for d in depths), "started": sum(d.started for d in depths)})
+                            boots_alive=boots_alive, lag=lag, inbox=inbox)
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 

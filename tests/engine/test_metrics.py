@@ -108,3 +108,19 @@ def test_the_grafana_dashboard_charts_only_series_turnlog_exposes(make_turnlog):
     t = make_turnlog(owner="gw-a")
     exposed = {family.name for family in t.metrics().collect()}
     assert charted == exposed  # every series charted, and nothing charted that is not there
+
+
+def test_a_read_only_scrape_reports_how_far_the_read_models_are_behind(make_turnlog, clock):
+    t = make_turnlog(owner="gw-a")
+    t.handle_message(alice("m1"), "hello", echo, lambda text: None)
+    t.maintenance.catch_up()
+    for message_id in ("m2", "m3"):  # writes do not catch the read models up; reads do
+        clock.advance(5)
+        t.handle_message(alice(message_id), "later", echo, lambda text: None)
+    reader = make_turnlog(read_only=True, create=False)
+    got = samples(generate_latest(reader.metrics()).decode())
+    [counts] = [p for p in reader.maintenance.projection_status() if p.name == "counts"]
+    assert got[("turnlog_projection_lag_events", (("projection", "counts"),))] == counts.behind > 0
+    # The oldest event it has not applied (m2's) is 5 s older than the log's last (m3's).
+    assert got[("turnlog_projection_lag_seconds", (("projection", "counts"),))] == 5.0
+    assert got[("turnlog_turns_started_total", ())] == 1  # as of the model's position
