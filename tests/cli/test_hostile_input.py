@@ -46,6 +46,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (READS, ["export", KEY]),
     (WRITES, ["fork", "{sid}", "--at", "#3"]),
     (READS, ["ledger"]),
+    (READS, ["metrics"]),
     (READS, ["queue", KEY]),
     (WRITES, ["ingest", "{jsonl}"]),
     (READS, ["status"]),
