@@ -84,9 +84,9 @@ class Recorder:
 
     # -- traces -----------------------------------------------------------------------------
 
-    @property
-    def tracing(self) -> bool:
-        return self._tracer is not None
+    def turn_span(self, source: SessionSource, key: str) -> Any:
+        """The span of one turn, with its routing attributes (hashed only when traced)."""
+        return self.span("turn", **source_attributes(source, key)) if self._tracer is not None else self.span("turn")
 
     @contextmanager
     def span(self, name: str, **attributes: Any) -> Iterator[Any]:

@@ -27,7 +27,6 @@ from .delivery import Sender
 from .inbound import InboundCommands, Tries
 from .lease import LeaseCommands, LeaseToken
 from .routing import RouteResult, RoutingCommands
-from .recorder import source_attributes
 from .tool_answers import answers_before_turn
 from .turn import NothingToStart, Responder, Start, Starting, Turn, TurnOutcome, TurnParts
 
@@ -52,7 +51,7 @@ class TurnRunner:
         rk = self.routing.routing_key(source)
         actor, cause = self.inbound.who(source, kind)
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
-        with self.ctx.recorder.span("turn", **source_attributes(source, rk.key)) as span:
+        with self.ctx.recorder.turn_span(source, rk.key) as span:
             turn = self._turn(rk)
             arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=not batched)
             try:
@@ -93,7 +92,7 @@ class TurnRunner:
         pending = self._pending(rk, routed, cached)
         if not pending:
             return None
-        with self.ctx.recorder.span("turn", **source_attributes(source, rk.key)) as span:
+        with self.ctx.recorder.turn_span(source, rk.key) as span:
             turn = self._begin_pending(source, rk, pending, generation, timeout, routed, None)
             if turn is None:
                 return None
