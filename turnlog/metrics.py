@@ -27,8 +27,10 @@ class ProjectionLag:
 
 @dataclass
 class LogCounts:
-    """What the log holds, as the read models have read it, at one scrape."""
-    turns_started: int = 0
+    """What the log holds, as the read models have read it, at one scrape. `turns_started` is None
+    when the counts model is missing (a read-only open of a file no writer has opened since it
+    was added): its series are left out rather than reported as 0."""
+    turns_started: int | None = 0
     turns_ended: dict[str, int] = field(default_factory=dict)  # by the item's outcome
     duplicates_refused: dict[str, int] = field(default_factory=dict)  # by why
     deliveries: dict[str, int] = field(default_factory=dict)  # by state
@@ -37,8 +39,11 @@ class LogCounts:
     lag: list[ProjectionLag] = field(default_factory=list)
 
     @classmethod
-    def of(cls, counts: dict[tuple[str, str], int], **others: Any) -> "LogCounts":
+    def of(cls, counts: dict[tuple[str, str], int] | None, **others: Any) -> "LogCounts":
         """From the counts read model's rows (projections/counts.py) and the other reads."""
+        if counts is None:
+            return cls(turns_started=None, **others)
+
         def by_label(counter: str) -> dict[str, int]:
             return {label: n for (c, label), n in counts.items() if c == counter}
         return cls(turns_started=sum(by_label(TURNS_STARTED).values()), turns_ended=by_label(TURNS_ENDED),
@@ -67,22 +72,11 @@ class _LogCollector:
         return []  # read at scrape time only: registering must not read the log
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily
 
         c = self.read()
-        started = CounterMetricFamily("turnlog_turns_started", "Turns started (inbound items run), in the log")
-        started.add_metric([], c.turns_started)
-        yield started
-        ended = CounterMetricFamily("turnlog_turns_ended", "Turns ended, by outcome (answered, failed, stopped,"
-                                    " session_reset, ...), in the log", labels=["outcome"])
-        for outcome, n in sorted(c.turns_ended.items()):
-            ended.add_metric([outcome], n)
-        yield ended
-        refused = CounterMetricFamily("turnlog_duplicates_refused", "Inbound repeats refused, by reason"
-                                      " (message_id, same_text), in the log", labels=["reason"])
-        for reason, n in sorted(c.duplicates_refused.items()):
-            refused.add_metric([reason], n)
-        yield refused
+        if c.turns_started is not None:
+            yield from _event_counts(c)
         ledger = GaugeMetricFamily("turnlog_deliveries", "Rows of the delivery ledger, by state", labels=["state"])
         for state in sorted(set(DELIVERY_STATES) | set(c.deliveries)):
             ledger.add_metric([state], c.deliveries.get(state, 0))
@@ -106,3 +100,22 @@ class _LogCollector:
             lag_seconds.add_metric([lag.name], lag.seconds)
         yield lag_events
         yield lag_seconds
+
+
+def _event_counts(c: LogCounts) -> Iterator[Any]:
+    """The counts model's series: turns started and ended, repeats refused."""
+    from prometheus_client.core import CounterMetricFamily
+
+    started = CounterMetricFamily("turnlog_turns_started", "Turns started (inbound items run), in the log")
+    started.add_metric([], c.turns_started or 0)
+    yield started
+    ended = CounterMetricFamily("turnlog_turns_ended", "Turns ended, by outcome (answered, failed, stopped,"
+                                " session_reset, ...), in the log", labels=["outcome"])
+    for outcome, n in sorted(c.turns_ended.items()):
+        ended.add_metric([outcome], n)
+    yield ended
+    refused = CounterMetricFamily("turnlog_duplicates_refused", "Inbound repeats refused, by reason"
+                                  " (message_id, same_text), in the log", labels=["reason"])
+    for reason, n in sorted(c.duplicates_refused.items()):
+        refused.add_metric([reason], n)
+    yield refused

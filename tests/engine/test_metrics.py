@@ -124,3 +124,20 @@ def test_a_read_only_scrape_reports_how_far_the_read_models_are_behind(make_turn
     # The oldest event it has not applied (m2's) is 5 s older than the log's last (m3's).
     assert got[("turnlog_projection_lag_seconds", (("projection", "counts"),))] == 5.0
     assert got[("turnlog_turns_started_total", ())] == 1  # as of the model's position
+
+
+def test_a_read_only_file_older_than_the_counts_model_leaves_its_series_out(make_turnlog, db):
+    import sqlite3
+
+    t = make_turnlog(owner="gw-a")
+    t.handle_message(alice("m1"), "hello", echo, lambda text: None)
+    t.maintenance.catch_up()
+    t.close()
+    with sqlite3.connect(db) as older:  # as a file last written before the counts model existed
+        older.execute("DROP TABLE event_counts")
+        older.execute("DELETE FROM projection_positions WHERE name='counts'")
+    reader = make_turnlog(read_only=True, create=False)
+    got = samples(generate_latest(reader.metrics()).decode())
+    assert not any(name.startswith("turnlog_turns_") for name, _ in got)  # unknown, not 0
+    assert got[("turnlog_projection_lag_events", (("projection", "counts"),))] > 0
+    assert got[("turnlog_deliveries", (("state", "delivered"),))] == 1

@@ -115,7 +115,7 @@ class Views:
     def delivery_state_counts(self) -> dict[str, int]:
         return self._read(ledger_views.state_counts)
 
-    def event_counts(self) -> dict[tuple[str, str], int]:
+    def event_counts(self) -> dict[tuple[str, str], int] | None:
         return self._read(counts_views.event_counts)
 
     def held_leases(self) -> list[LeaseRow]:
