@@ -9,6 +9,7 @@ import time
 import uuid as _uuid
 import warnings
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
@@ -33,6 +34,7 @@ from .commands.sweep import Reconcile, SweepCommands, SweepReport, SweepSender
 from .commands.rotation import RotationCommands
 from .commands.routing import RouteResult, RoutingCommands
 from .commands.runner import TurnRunner
+from .commands.recorder import Recorder
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
@@ -67,6 +69,7 @@ from .projections.ledger_views import LedgerEntry
 from .projections.leases import LeasesProjection
 from .projections.delegations import DelegationsProjection
 from .projections.delegations_views import DelegationRow
+from .projections.counts import CountsProjection
 from .projections.queue import QueueProjection
 from .projections.queue_views import QueueDepth, QueueItemRow
 from .projections import log_window
@@ -76,6 +79,7 @@ from .projections.search_hit import SearchHit
 from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, boot_summaries, gateway_status
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
+from .metrics import LogCounts, ProjectionLag, registry as metrics_registry
 from .projections.views import Views
 
 DEFAULT_DB = "turnlog.db"
@@ -127,7 +131,7 @@ class Turnlog:
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
                  views: str | None = None, owner: str | None = None, read_only: bool = False,
                  create: bool = True, lock_wait: float | None = None,
-                 on_stop_delegation: StopHook | None = None) -> None:
+                 on_stop_delegation: StopHook | None = None, tracer_provider: Any = None) -> None:
         """`read_only`: never write a byte (no table creation, no catch-up, no sealing, no marker;
         SQLite opened by a `mode=ro` URI): the read models are read as of their positions
         (`projections_behind()` tells how far behind the log they are). `create`: make the
@@ -138,17 +142,21 @@ class Turnlog:
         positions (`stale`); None: as long as any write waits.
         `on_stop_delegation(handle)`: the gateway's hook that stops one background delegation's
         unit; /stop, /new and /reset call it for each delegation they stop, after recording
-        DelegationStopped (a hook that raises is logged; the stop stands)."""
+        DelegationStopped (a hook that raises is logged; the stop stands). `tracer_provider`: the
+        OpenTelemetry provider of the turns' spans (default: the global one; no spans without the
+        `otel` extra)."""
         self._read_only = read_only
         self._backend = storage_backend.create(location, views).prepare(read_only=read_only,
                                                                         create_missing=create and not read_only)
         self._config = config or EngineConfig()
         self._clock = clock or SystemClock()
         self._app = self._backend.open_application()
-        self._ctx = CommandContext(self._app, self._clock, session_ids or hermes_session_id, self._config,
-                                   read_only=read_only)
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
+        self._recorder = Recorder(self._owner, tracer_provider)
+        self._ctx = CommandContext(self._app, self._clock, session_ids or hermes_session_id, self._config,
+                                   read_only=read_only, recorder=self._recorder)
+        self._registry: Any = None  # metrics(): made on first use
         self._routing = RoutingCommands(self._ctx)
         self._leases = LeaseCommands(self._ctx, self._owner)
         self._deliveries = DeliveryCommands(self._ctx, self._owner)
@@ -167,7 +175,7 @@ class Turnlog:
             self._app, self._backend.views_path,
             [RoutesProjection(), SessionsProjection(), TimelineProjection(),
              LedgerProjection(), QueueProjection(), LeasesProjection(), RouteHistoryProjection(),
-             SearchProjection(), DelegationsProjection()],
+             SearchProjection(), DelegationsProjection(), CountsProjection()],
             read_only=read_only, backend=self._backend,
         )
         self._chain = (ChainSealer(self._app, self._projections.db) if not read_only
@@ -558,6 +566,32 @@ class Turnlog:
         """The boots of gateway `name` that its record keeps, oldest first: the recent ones and
         any older one still to be recovered (none: never started)."""
         return boot_summaries(self._gateways.gateway(name))
+
+    def metrics(self) -> Any:
+        """A prometheus-client CollectorRegistry for a gateway to expose (the `metrics` extra):
+        the log's counts, read from the read models at each scrape (the same in every process),
+        and this process's turn latency, lease waits, takeovers and stale writes, measured from
+        the first call on (labelled `process`: this Turnlog's owner). The same registry each call."""
+        if self._registry is None:
+            self._registry = metrics_registry(self._log_counts, self._recorder.enable_metrics)
+        return self._registry
+
+    def _log_counts(self) -> LogCounts:
+        self.maintenance.catch_up()
+        head = self._projections.head()
+        head_time = self._views.time_of(head) if head else None
+        lag = []
+        for p in self.maintenance.projection_status():
+            # How long, in event time, the oldest event a read model has not applied has waited.
+            oldest = self._views.time_of(p.position + 1) if p.behind else None
+            lag.append(ProjectionLag(p.name, p.behind, _seconds_between(oldest, head_time)
+                                     if oldest and head_time else 0.0))
+        boots_alive = {name: sum(b.state in ("running", "draining") and not b.recovered for b in self.boots(name))
+                       for name in self.gateways()}
+        depths = self._views.queue_depths()
+        inbox = {"pending": sum(d.pending for d in depths), "started": sum(d.started for d in depths)}
+        return LogCounts.of(self._views.event_counts(), deliveries=self._views.delivery_state_counts(),
+                            boots_alive=boots_alive, lag=lag, inbox=inbox)
 
     # -- reads (each catches the projections up first: read-your-writes) -------------------
 
@@ -956,6 +990,10 @@ class Turnlog:
         if session_id is None:
             raise NotFound(f"routing key {key_or_session!r} has no current session")
         return session_id
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    return max((datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds(), 0.0)
 
 
 def _deprecated(old: str, new: str) -> None:

@@ -59,7 +59,10 @@ def accept_latencies(t: Turnlog, sources: list[Any], rng: random.Random) -> list
 
 
 def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = None,
-              progress: Progress | None = None, keep: bool = False) -> dict[str, Any]:
+              progress: Progress | None = None, keep: bool = False, metrics: bool = False,
+              traces: bool = False) -> dict[str, Any]:
+    """`metrics`: the turns measured for a scrape (Turnlog.metrics() first, one scrape timed at the
+    end); `traces`: every turn's spans recorded by the OpenTelemetry SDK (exported to nowhere)."""
     if sessions < 1 or turns < 1:
         raise ValueError("--sessions and --turns must be at least 1")
     home = workdir or tempfile.mkdtemp(prefix="turnlog-bench-")
@@ -77,7 +80,9 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         nonlocal sent
         sent += 1
 
-    t = Turnlog(db, owner="bench")
+    provider = _discarding_tracer_provider() if traces else None
+    t = Turnlog(db, owner="bench", tracer_provider=provider)
+    registry = t.metrics() if metrics else None
     start = time.perf_counter()
     for n, index in enumerate(order):
         source = sources[index]
@@ -93,6 +98,9 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     catch_up_t0 = time.perf_counter()
     t.maintenance.catch_up()
     catch_up_s = time.perf_counter() - catch_up_t0
+    scrape_s = _timed_scrape(registry) if registry is not None else None
+    if provider is not None:
+        provider.shutdown()
     events = t.maintenance.log_head()
     t.close()
     bytes_after = dir_bytes(home)
@@ -122,7 +130,8 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         "sqlite": sqlite3.sqlite_version,
         "machine": {"cpus": os.cpu_count(), "platform": _platform.platform()},
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed},
+        "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed, "metrics": metrics,
+                   "traces": traces},
         "turns_done": len(order),
         "replies_sent": sent,
         "events": events,
@@ -134,6 +143,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         "accept_latency_ms": {"p50": round(percentile(accept_ms, 50), 3), "p99": round(percentile(accept_ms, 99), 3),
                               "accepts": len(accept_ms)},
         "projection_catch_up_s": round(catch_up_s, 3),
+        **({"metrics_scrape_ms": round(scrape_s * 1000, 3)} if scrape_s is not None else {}),
         "restart": {"load_s": round(restart_s, 4), "sessions_loaded": len(listed), "messages_loaded": loaded},
         "search": search,
         "fts_rebuild": fts_rebuild,
@@ -146,3 +156,29 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         shutil.rmtree(home, ignore_errors=True)
         result["workdir"] += " (deleted)"
     return result
+
+
+def _timed_scrape(registry: Any) -> float:
+    from prometheus_client import generate_latest
+
+    t0 = time.perf_counter()
+    generate_latest(registry)
+    return time.perf_counter() - t0
+
+
+def _discarding_tracer_provider() -> Any:
+    """An SDK provider that records every span and exports it, in batches, to nowhere: what a
+    traced gateway pays in-process, without a collector's cost."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    except ImportError:
+        raise ValueError("--traces needs the OpenTelemetry SDK: pip install opentelemetry-sdk") from None
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    return provider

@@ -38,7 +38,7 @@ class Maintenance:
     """The read models and the hash chain of one Turnlog (`t.maintenance`).
 
     Projection `names` are those of `projection_status()` (routes, sessions, timeline, ledger,
-    queue, leases, route_history, search); None means all of them."""
+    queue, leases, route_history, search, counts); None means all of them."""
 
     def __init__(self, runner: ProjectionRunner, chain: ChainSealer | None, *, read_only: bool,
                  display: str, lock_wait: float | None = None) -> None:

@@ -52,6 +52,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (WRITES, ["fork", "{sid}", "--at", "#3"]),
     (WRITES, ["compact", "{sid}"]),
     (READS, ["ledger"]),
+    (READS, ["metrics"]),
     (READS, ["queue", KEY]),
     (READS, ["delegations"]),
     (WRITES, ["ingest", "{jsonl}"]),

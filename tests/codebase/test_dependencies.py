@@ -9,7 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # Distribution names whose import name differs from the name with dashes as underscores.
-IMPORT_NAMES = {"psycopg[binary,pool]": "psycopg", "python-telegram-bot": "telegram", "discord.py": "discord"}
+IMPORT_NAMES = {"psycopg[binary,pool]": "psycopg", "python-telegram-bot": "telegram", "discord.py": "discord",
+                "opentelemetry-api": "opentelemetry", "opentelemetry-sdk": "opentelemetry"}
 
 
 def declared() -> dict[str, str]:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from test_import_graph import ROOT, edges, module_name, modules
 
-BASE = {"clock", "config", "gc_pause"}
-SERVICES = {"timetravel", "export", "maintenance"}
+BASE = {"clock", "config", "gc_pause", "logs"}
+SERVICES = {"timetravel", "export", "maintenance", "metrics"}
 TOOLS = {"ingest", "bench", "bench_concurrent", "demo", "workload", "search_timing"}
 API = {"api", "turn_operations", "gateway_status", "agent_cache", "memory"}
 PUBLIC = {"turnlog", "api", "aio", "errors"}
@@ -37,6 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "domain": {"errors"},
     "clock": set(),
     "gc_pause": set(),
+    "logs": set(),
     "config": {"domain", "errors"},
     "storage": {"domain", "errors"},
     "projections": {"storage", "domain", "errors"} | BASE,

@@ -35,7 +35,7 @@ METHODS = {
     # an operator's decisions on the delivery ledger
     "abandon_delivery", "retry_deliveries",
     # reads, audit and time travel
-    "at", "diff", "events_around", "export", "export_routing", "fork", "history", "ledger", "message_fates",
+    "at", "diff", "events_around", "export", "export_routing", "fork", "history", "ledger", "message_fates", "metrics",
     "queue", "queue_depths", "route_id", "routes", "search", "session", "sessions", "transcript", "turn_spans",
     "usage",
     # edits of the agent's history

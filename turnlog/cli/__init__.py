@@ -18,6 +18,7 @@ from . import delegations
 from . import edits
 from . import hermes
 from . import ledger
+from . import metrics
 from . import projections
 from . import rekey
 from . import titles
@@ -34,6 +35,7 @@ FAMILIES = (
     projections,
     backups,
     hermes,
+    metrics,
     rekey,
     web,
 )

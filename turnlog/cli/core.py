@@ -298,8 +298,13 @@ def _origin_of(file: Any) -> str:
               help="Keep the benchmark database here (default: a temporary folder, deleted).")
 @click.option("--concurrency", "-C", type=click.IntRange(min=0), default=0, show_default=True,
               help="Keys in flight at once through the asyncio API (0: one turn after another, the standard run).")
+@click.option("--metrics/--no-metrics", default=False, show_default=True,
+              help="Measure the turns for a metrics scrape (needs prometheus-client), and time one scrape.")
+@click.option("--traces/--no-traces", default=False, show_default=True,
+              help="Record every turn's spans with the OpenTelemetry SDK (exported to nowhere).")
 @output_options
-def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency: int, out: Output) -> None:
+def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency: int, metrics: bool, traces: bool,
+          out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
     from ..bench import run_bench
     from ..bench_concurrent import run_concurrent_bench
@@ -314,7 +319,8 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
 
         try:
             result = (run_concurrent_bench(sessions, turns, seed, concurrency, workdir=workdir, progress=progress)
-                      if concurrency else run_bench(sessions, turns, seed, workdir=workdir, progress=progress))
+                      if concurrency else run_bench(sessions, turns, seed, workdir=workdir, progress=progress,
+                                                    metrics=metrics, traces=traces))
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     if concurrency:

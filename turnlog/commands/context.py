@@ -18,6 +18,7 @@ from ..domain.session import Session, change_reason, session_stream
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
 from ..storage.store import TurnlogApplication
+from .recorder import Recorder
 
 T = TypeVar("T")
 MAX_CONFLICT_RETRIES = 50
@@ -41,6 +42,7 @@ class CommandContext:
     known_key_settings: KeySettings | None = field(default=None, init=False)  # as last read (key_settings)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
     session_listeners: list[SessionListener] = field(default_factory=list)
+    recorder: Recorder = field(default_factory=lambda: Recorder(""))  # what this process measures
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)

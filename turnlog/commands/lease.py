@@ -81,6 +81,18 @@ class LeaseCommands:
         deadline = time.monotonic() + max(timeout, 0.0)
         turn_id = turn_id or uuid.uuid4().hex
         actor = actor or self.owner
+        recorder = self.ctx.recorder
+        began = time.perf_counter()
+        with recorder.span("lease", **{"turnlog.waited": True}):
+            token = self._acquire(session_id, owner_key, generation, timeout, deadline, turn_id, actor, cause,
+                                  before_save, reserve_seq, stop)
+        recorder.lease_wait(time.perf_counter() - began)
+        return token
+
+    def _acquire(self, session_id: str, owner_key: str, generation: int, timeout: float, deadline: float,
+                 turn_id: str, actor: str, cause: str,
+                 before_save: Callable[[TurnLease, LeaseToken], Iterable[Any]] | None, reserve_seq: bool,
+                 stop: threading.Event | None) -> LeaseToken:
         pause = POLL_START_S
         fresh = False
         while True:
@@ -89,8 +101,7 @@ class LeaseCommands:
                                               actor=actor, cause=cause, fresh=fresh, reserve_seq=reserve_seq)
                 extra = list(before_save(lease, token)) if before_save is not None else []
                 self.ctx.save(lease, *extra)
-                with self._lock:
-                    self._held[(session_id, token.epoch)] = lease
+                self.adopt(token, lease)
                 return token
             except IntegrityError:
                 continue
@@ -140,8 +151,11 @@ class LeaseCommands:
         return lease
 
     def adopt(self, token: LeaseToken, lease: TurnLease) -> None:
+        """The token's acquisition is saved: this process holds the lease."""
         with self._lock:
             self._held[(token.session_id, token.epoch)] = lease
+        if lease.previous_end == "taken_over":
+            self.ctx.recorder.takeover(token.session_id)
 
     def forget(self, token: LeaseToken) -> None:
         """Stop keeping the token: its turn ended, or its lease moved on (rotation)."""
@@ -181,6 +195,7 @@ class LeaseCommands:
             return self.ctx.save(lease, *items)
         except IntegrityError:
             self.forget(token)
+            self.ctx.recorder.stale_write(token.session_id)
             raise StaleLease(
                 f"lease epoch {token.epoch} of session {token.session_id} was taken over, revoked or moved;"
                 " the write was refused"

@@ -54,27 +54,32 @@ class TurnRunner:
         rk = self.routing.routing_key(source)
         actor, cause = self.inbound.who(source, kind)
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
-        turn = self._turn(rk)
-        arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=not batched)
-        try:
-            routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=arrival, rk=rk)
-        except DuplicateInbound as duplicate:
-            turn.drop()
-            self.inbound.refuse(rk, kind, duplicate, actor, cause)
-            return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
-        except BaseException:
-            turn.drop()
-            raise
-        if arrival.starting is None:
-            turn.drop()
-        if batched:
-            return []  # it waits for the rest of its burst: run_due_batches runs it (batching.py)
+        with self.ctx.recorder.turn_span(source, rk.key) as span:
+            turn = self._turn(rk)
+            arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=not batched)
+            try:
+                with self.ctx.recorder.span("routing"):
+                    routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=arrival, rk=rk)
+            except DuplicateInbound as duplicate:
+                turn.drop()
+                self.inbound.refuse(rk, kind, duplicate, actor, cause)
+                span.set_attribute("turnlog.duplicate", duplicate.reason)
+                return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
+            except BaseException:
+                turn.drop()
+                raise
+            span.set_attribute("gen_ai.conversation.id", routed.session_id)
+            if arrival.starting is None:
+                turn.drop()
+            if batched:
+                return []  # it waits for the rest of its burst: run_due_batches runs it (batching.py)
+            if arrival.starting is not None:
+                turn.begun(arrival.starting, created_session=routed.created, reason=routed.reason)
+                outcome: TurnOutcome | None = turn.respond(responder, sender)
+            else:
+                turned = self.begin_next(source, timeout=timeout, routed=routed, rk=rk)
+                outcome = turned.respond(responder, sender) if turned is not None else None
         outcomes = []
-        if arrival.starting is not None:
-            turn.begun(arrival.starting, created_session=routed.created, reason=routed.reason)
-            outcome: TurnOutcome | None = turn.respond(responder, sender)
-        else:
-            outcome = self.run_next(source, responder, sender, timeout=timeout, routed=routed, rk=rk)
         while outcome is not None:
             outcomes.append(outcome)
             # The queue as this process last wrote it (the turn's own finish): a message another
@@ -86,8 +91,16 @@ class TurnRunner:
                  timeout: float | None = None, routed: RouteResult | None = None,
                  cached: bool = False, rk: RoutingKey | None = None) -> TurnOutcome | None:
         """Run the oldest pending item of the source's key as one turn; None when nothing waits."""
-        turn = self.begin_next(source, generation=generation, timeout=timeout, routed=routed, cached=cached, rk=rk)
-        return turn.respond(responder, sender) if turn is not None else None
+        rk = rk or self.routing.routing_key(source)
+        pending = self._pending(rk, routed, cached)
+        if not pending:
+            return None
+        with self.ctx.recorder.turn_span(source, rk.key) as span:
+            turn = self._begin_pending(source, rk, pending, generation, timeout, routed, None)
+            if turn is None:
+                return None
+            span.set_attribute("gen_ai.conversation.id", turn.token.session_id)
+            return turn.respond(responder, sender)
 
     def begin_next(self, source: SessionSource, *, generation: int = 0, timeout: float | None = None,
                    routed: RouteResult | None = None, cached: bool = False,
@@ -102,14 +115,21 @@ class TurnRunner:
         nothing more is started (the item stays pending for the next run) and a wait for the
         lease is given up (LeaseTimeout)."""
         rk = rk or self.routing.routing_key(source)
+        pending = self._pending(rk, routed, cached)
+        return self._begin_pending(source, rk, pending, generation, timeout, routed, stop) if pending else None
+
+    def _pending(self, rk: RoutingKey, routed: RouteResult | None, cached: bool) -> list[InboxItem]:
         # Just routed here: this process saved the inbox with the accept, so its cached copy is
         # current unless another writer moved it, which the start's save then refuses (a retry reads afresh).
         inbox = self.inbound.inbox(rk, fresh=routed is None and not cached)
         pending = inbox.pending() if inbox is not None else []
         if pending and pending[0].pinned_session_id is not None:
             pending = self._drop_orphaned_wakeups(rk)
-        if not pending:
-            return None
+        return pending
+
+    def _begin_pending(self, source: SessionSource, rk: RoutingKey, pending: list[InboxItem], generation: int,
+                       timeout: float | None, routed: RouteResult | None,
+                       stop: threading.Event | None) -> Turn | None:
         turn = self._turn(rk, stop)
         try:
             begun = self._begin_head(turn, source, rk, pending[0], routed, generation, timeout)
@@ -154,9 +174,12 @@ class TurnRunner:
             actor, _ = self.inbound.who(head_source, head.kind)
             with_route = _StartWithRoute(self, turn, rk, source, cause, generation)
             try:
-                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause, also=with_route)
+                with self.ctx.recorder.span("routing"):
+                    routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause,
+                                                                also=with_route)
             except LeaseHeld:  # nothing was saved: route on its own, then wait for the lease
-                routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause)
+                with self.ctx.recorder.span("routing"):
+                    routed = self.routing.get_or_create_session(head_source, actor=actor, cause=cause)
             except NothingToStart:
                 return None
             else:

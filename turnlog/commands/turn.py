@@ -37,6 +37,7 @@ from .context import CommandContext
 from .delivery import DeliveryCommands, Sender, send_once
 from .keeper import Keeper, RunningTurn, run_as
 from .lease import LeaseCommands, LeaseToken
+from .recorder import Stopwatch
 
 # The agent: given the session's transcript so far (ending with this turn's user message) and the
 # inbound item, returns the reply text, or a rich reply (domain/reply.py: messages, a list, a generator).
@@ -189,6 +190,7 @@ class Turn:
         self.thread: int | None = None  # the thread it responds in (the agent's, for a sync responder)
         self._state: TurnState | None = None
         self._closed_out = False  # the engine's close released it
+        self.stopwatch = Stopwatch()  # from routing on: the turn's engine time is what its other parts leave
         parts.running.add(self)
 
     @property
@@ -230,10 +232,12 @@ class Turn:
         """The turn's start for a caller that saves it in its own transaction (a routing decision,
         an accept), then calls `begun`. Raises LeaseHeld (without waiting) and NothingToStart.
         `new_session`: the session is created in that same transaction."""
-        lease, token = self.parts.leases.acquiring(session_id, self.session_key, generation=generation,
-                                                   cause=cause, fresh=fresh, reserve_seq=True,
-                                                   new_session=new_session)
-        return Starting(lease, token, start(lease, token))
+        # Taken in the caller's transaction (within its routing span), without waiting.
+        with self.parts.ctx.recorder.span("lease", **{"turnlog.waited": False}):
+            lease, token = self.parts.leases.acquiring(session_id, self.session_key, generation=generation,
+                                                       cause=cause, fresh=fresh, reserve_seq=True,
+                                                       new_session=new_session)
+            return Starting(lease, token, start(lease, token))
 
     def begun(self, starting: Starting, *, created_session: bool = False, reason: str | None = None) -> "Turn":
         """The caller saved `starting`: the lease and the turn are this process's."""
@@ -262,14 +266,18 @@ class Turn:
         self.thread = threading.get_ident()
         running = self.keep()
         reply_seq = leases.next_seq(state.token)
+        recorder = self.parts.ctx.recorder
         try:
-            reply = run_as(running, lambda: responder(LazyTranscript(leases, state.token.session_id), state.item))
+            with recorder.span("agent"), self.stopwatch.part("agent"):
+                reply = run_as(running, lambda: responder(LazyTranscript(leases, state.token.session_id), state.item))
             if not isinstance(reply, str):
                 delivery_state, reply_seq = run_as(running, lambda: self._write_rich(reply, sender))
             else:
                 delivery_state = self._reply_and_deliver(reply, sender)
         except BaseException as failure:
+            recorder.turn_failed(state.token.session_id, state.token.turn_id, failure)
             raise self.fail(failure) from failure
+        self.stopwatch.report(recorder)
         return self.outcome(delivery_state, reply_seq)
 
     def outcome(self, delivery_state: str | None, reply_seq: int) -> TurnOutcome:
@@ -355,7 +363,12 @@ class Turn:
 
         failure = None
         if delivery is not None:
-            failure = send_once(sender, delivery.outbound_text, key=delivery.idempotency_key)
+            with self.parts.ctx.recorder.span("send", **{"turnlog.delivery_id": str(delivery.id)}) as span, \
+                    self.stopwatch.part("send"):
+                failure = send_once(sender, delivery.outbound_text, key=delivery.idempotency_key)
+                span.set_attribute("turnlog.send_failed", failure is not None)
+            if failure is not None:
+                self.parts.ctx.recorder.send_failed(token.session_id, str(delivery.id), failure.error, failure.unknown)
 
         if not finish_turn:
             return deliveries.settle_send(delivery.id, failure, cause=cause).state if delivery else None

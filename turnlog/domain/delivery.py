@@ -27,6 +27,7 @@ from .base import TurnlogAggregate, stream_id
 
 MAX_ATTEMPTS = 3
 OWED_STATES = ("pending", "attempting", "failed", "unknown")  # what a sweep looks at
+STATES = (*OWED_STATES, "delivered", "dead", "abandoned")  # every state a ledger row can be in
 RESEND, HOLD = "resend", "hold"  # what to do with an unknown row when no reconcile hook can tell
 VERDICTS = {True: "delivered", False: "not_delivered", None: "unknown"}  # a reconcile hook's answer
 RECOVERED_PREFIX = (

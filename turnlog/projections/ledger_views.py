@@ -90,3 +90,8 @@ def owed(db: sqlite3.Connection, states: tuple[str, ...] = OWED_STATES) -> list[
     return [OwedDelivery(*r) for r in db.execute(
         "SELECT delivery_id, session_id, seq, platform, chat_id, state, attempts, owner FROM deliveries"
         f" WHERE state IN ({marks}) ORDER BY created_at, session_id, seq", states)]
+
+
+def state_counts(db: sqlite3.Connection) -> dict[str, int]:
+    """How many deliveries the ledger holds in each state."""
+    return dict(db.execute("SELECT state, COUNT(*) FROM deliveries GROUP BY state").fetchall())

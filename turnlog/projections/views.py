@@ -22,7 +22,7 @@ from eventsourcing.application import Application
 from ..domain.history import HistoryEdit, with_fates
 from ..domain.session import edits_in, session_stream
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
-from . import (delegations_views, ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
+from . import (counts_views, delegations_views, ledger_views, leases_views, queue_views, route_history_views, routing_views, search_query,
                search_views, timeline_query)
 from .delegations_views import DelegationRow
 from .route_history_views import BoundRoute
@@ -123,6 +123,12 @@ class Views:
 
     def dead_deliveries(self) -> list[OwedDelivery]:
         return self._read(ledger_views.owed, ("dead",))
+
+    def delivery_state_counts(self) -> dict[str, int]:
+        return self._read(ledger_views.state_counts)
+
+    def event_counts(self) -> dict[tuple[str, str], int] | None:
+        return self._read(counts_views.event_counts)
 
     def held_leases(self) -> list[LeaseRow]:
         return self._read(leases_views.held_leases)

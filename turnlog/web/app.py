@@ -22,6 +22,7 @@ from .. import InvalidRequest, NotFound, TooLarge
 from .html import Markup, page, tag, text
 from . import page_gateway, page_integrity, page_sessions, page_travel, plot
 from .origin import SameOriginGate
+from .page_metrics import LiveMetrics
 from .snapshot import Snapshot
 from .viewer import MAX_DIFF_EVENTS, Busy, Result, Viewer
 
@@ -144,6 +145,14 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
     a diff that would read more events is answered 413."""
     v = viewer or Viewer(path or "turnlog.db", max_diff_events=max_diff_events)
     heavy = threading.BoundedSemaphore(HEAVY_AT_ONCE)
+    live = LiveMetrics(v.path)
+
+    def metrics(request: Request) -> Response:
+        try:
+            body, media_type = live.scrape()
+        except InvalidRequest as e:  # the metrics extra is not installed
+            return _error(request, 400, str(e))
+        return Response(body, media_type=media_type)
 
     def job_json(request: Request) -> Response:
         try:
@@ -184,6 +193,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
         Route("/plot", _page(v, _plot_page)),
         Route("/plot.svg", plot_svg),
         Route("/reload", reload, methods=["POST"]),
+        Route("/metrics", metrics),
         Mount("/static", StaticFiles(packages=[("turnlog.web", "static")]), name="static"),
     ]
     middleware = [Middleware(SameOriginGate)]
@@ -195,6 +205,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
         yield
+        live.close()
         v.close()
 
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
