@@ -58,6 +58,18 @@ def accept_latencies(t: Turnlog, sources: list[Any], rng: random.Random) -> list
     return out
 
 
+def prepare_workload(sessions: int, turns: int, seed: int, workdir: str | None
+                     ) -> tuple[str, str, random.Random, list[Any], list[int]]:
+    """The folder and fresh database of a run, its randomness, sources and turn order."""
+    home = workdir or tempfile.mkdtemp(prefix="turnlog-bench-")
+    os.makedirs(home, exist_ok=True)
+    db = os.path.join(home, "bench.db")
+    if os.path.exists(db):
+        raise ValueError(f"{db} exists: the benchmark needs a fresh database")
+    rng = random.Random(seed)
+    return home, db, rng, build_sources(sessions, rng), turn_order(sessions, turns, rng)
+
+
 def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = None,
               progress: Progress | None = None, keep: bool = False, metrics: bool = False,
               traces: bool = False) -> dict[str, Any]:
@@ -65,14 +77,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     end); `traces`: every turn's spans recorded by the OpenTelemetry SDK (exported to nowhere)."""
     if sessions < 1 or turns < 1:
         raise ValueError("--sessions and --turns must be at least 1")
-    home = workdir or tempfile.mkdtemp(prefix="turnlog-bench-")
-    os.makedirs(home, exist_ok=True)
-    db = os.path.join(home, "bench.db")
-    if os.path.exists(db):
-        raise ValueError(f"{db} exists: the benchmark needs a fresh database")
-    rng = random.Random(seed)
-    sources = build_sources(sessions, rng)
-    order = turn_order(sessions, turns, rng)
+    home, db, rng, sources, order = prepare_workload(sessions, turns, seed, workdir)
     latencies: list[float] = []
     sent = 0
 

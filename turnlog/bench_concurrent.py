@@ -14,33 +14,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import random
 import shutil
 import statistics
-import tempfile
 import time
 from typing import Any
 
 from .aio import AsyncTurnlog
 from .api import Turnlog
-from .bench import Progress, percentile
-from .workload import assistant_text, build_sources, turn_order, user_text
+from .bench import Progress, percentile, prepare_workload
+from .workload import assistant_text, user_text
 
 
 def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int, *, workdir: str | None = None,
                          progress: Progress | None = None) -> dict[str, Any]:
     if sessions < 1 or turns < 1 or concurrency < 1:
         raise ValueError("--sessions, --turns and --concurrency must be at least 1")
-    home = workdir or tempfile.mkdtemp(prefix="turnlog-bench-")
-    os.makedirs(home, exist_ok=True)
-    db = os.path.join(home, "bench.db")
-    if os.path.exists(db):
-        raise ValueError(f"{db} exists: the benchmark needs a fresh database")
-    rng = random.Random(seed)
-    sources = build_sources(sessions, rng)
-    order = turn_order(sessions, turns, rng)
-    # Texts drawn in the workload's order, as the sequential run draws them.
-    work = [(n, index, user_text(rng, n), assistant_text(rng)) for n, index in enumerate(order)]
+    home, db, rng, sources, order = prepare_workload(sessions, turns, seed, workdir)
+    work = []
+    for n, index in enumerate(order):  # the texts drawn in the order the sequential run draws them
+        reply = assistant_text(rng)
+        work.append((n, index, user_text(rng, n), reply))
     lanes: list[list[tuple[int, int, str, str]]] = [[] for _ in range(min(concurrency, sessions))]
     for item in work:
         lanes[item[1] % len(lanes)].append(item)

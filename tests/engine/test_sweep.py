@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from harness import never_called, procs
-from harness.adapter import read_sent
+from harness.adapter import TURN_KILLED_IN_SEND, read_sent
 from harness.log import events
 from turnlog import ManualClock, SessionSource, Turnlog
 
@@ -35,21 +35,7 @@ def refuse(text):
     raise ConnectionError("platform API unavailable")
 
 
-# Each child sends through the fake adapter (one fsynced line per send) and is killed inside the send.
-TURN_KILLED_IN_SEND = """
-from harness.adapter import FakeAdapter
-from turnlog import SessionSource
-adapter = FakeAdapter(kit.work / "sent.jsonl")
-src = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
-t = kit.turnlog()
-t.start_gateway("main")
-def send(text):
-    adapter.sender(src)(text)
-    kit.ready(boot=t.owner)
-    kit.hang()
-t.handle_message(src, "deploy?", lambda h, i: "deployed to production", send)
-"""
-
+# The child sends through the fake adapter (one fsynced line per send) and is killed inside the send.
 SWEEP_KILLED_IN_SEND = """
 from harness.adapter import FakeAdapter
 adapter = FakeAdapter(kit.work / "sent.jsonl")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import procs
-from harness.adapter import read_sent
+from harness.adapter import TURN_KILLED_IN_SEND, read_sent
 from harness.log import events
 from turnlog import EngineConfig, InvalidRequest, ManualClock, SendOutcomeUnknown, SessionSource, Turnlog
 
@@ -171,24 +171,10 @@ def test_every_attempt_of_a_delivery_carries_its_one_idempotency_key(db):
         attempt(__import__("uuid").UUID(row.delivery_id))  # delivered by the sweep: nothing to attempt
 
 
-# The child records the reply at the platform, then is killed before the send returns (before its record).
-KILLED_AFTER_THE_PLATFORM_GOT_IT = """
-from harness.adapter import FakeAdapter
-from turnlog import SessionSource
-adapter = FakeAdapter(kit.work / "sent.jsonl")
-src = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
-t = kit.turnlog()
-t.start_gateway("main")
-def send(text):
-    adapter.sender(src)(text)
-    kit.ready(boot=t.owner)
-    kit.hang()
-t.handle_message(src, "deploy?", lambda h, i: "deployed to production", send)
-"""
 
 
 def test_killed_between_the_send_and_its_record_the_reply_is_reconciled_not_resent(db, tmp_path):
-    procs.crash(db, KILLED_AFTER_THE_PLATFORM_GOT_IT, at=T0)
+    procs.crash(db, TURN_KILLED_IN_SEND, at=T0)
     t = boot(db, 5)
     t.start_gateway(GW)
     [row] = t.ledger()

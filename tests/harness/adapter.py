@@ -65,3 +65,20 @@ def read_sent(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[
         else:
             torn.append(line)
     return good, torn
+
+
+# A gateway child (run by procs.crash) that sends its one reply through this adapter and is killed
+# inside the send: the platform has the reply, the ledger does not know it was sent.
+TURN_KILLED_IN_SEND = """
+from harness.adapter import FakeAdapter
+from turnlog import SessionSource
+adapter = FakeAdapter(kit.work / "sent.jsonl")
+src = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42", message_id="m1")
+t = kit.turnlog()
+t.start_gateway("main")
+def send(text):
+    adapter.sender(src)(text)
+    kit.ready(boot=t.owner)
+    kit.hang()
+t.handle_message(src, "deploy?", lambda h, i: "deployed to production", send)
+"""
