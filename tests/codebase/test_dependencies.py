@@ -39,8 +39,9 @@ def imported(folders: list[Path]) -> set[str]:
 
 
 def unused(names: dict[str, str], used: set[str]) -> list[str]:
-    # pytest and mypy are run, not imported, by the test suite (tests/codebase/test_types.py runs mypy).
-    run_not_imported = {"pytest", "mypy"}
+    # Run, not imported: pytest and its xdist plugin (scripts/test spreads the files over workers),
+    # and mypy (tests/codebase/test_types.py runs it).
+    run_not_imported = {"pytest", "pytest_xdist", "mypy"}
     return sorted(dist for dist, module in names.items() if module not in used and module not in run_not_imported)
 
 
