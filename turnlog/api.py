@@ -15,6 +15,7 @@ from uuid import UUID
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, lease_time
 from .commands.batching import BatchCommands
+from .commands.command_replies import CommandReplies
 from .commands.compaction import Compaction, CompactionCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
@@ -197,7 +198,8 @@ class Turnlog:
         self._edits = HistoryEdits(self._ctx, self._leases)
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
-        self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)
+        self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
+                                    CommandReplies(self._ctx, self._routing, self._deliveries))
 
     @property
     def owner(self) -> str:

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, Callable, Mapping
 from uuid import UUID
 
-from ..domain.delivery import HOLD, RESEND, VERDICTS, Delivery
+from ..domain.delivery import COMMAND_REPLY_SEQ, HOLD, RESEND, VERDICTS, Delivery
 from ..projections.views import Views
 from .context import CommandContext
 from .delivery import Attempt, DeliveryCommands, send_once
@@ -140,7 +140,8 @@ class SweepCommands:
                 "idempotency_key": delivery.idempotency_key}
 
     def _answered(self, delivery: Delivery | None) -> None:
-        """Delivered: the turn is answered, so it must not also be resumed."""
-        if delivery is not None:
+        """Delivered: the turn is answered, so it must not also be resumed (a command's answer
+        answers no turn)."""
+        if delivery is not None and delivery.seq != COMMAND_REPLY_SEQ:
             self.gateways.change_session(delivery.session_id, lambda s, now: s.clear_resume_pending(
                 at=now, actor=self.owner, cause="sweep"))
