@@ -74,8 +74,11 @@ class BotGateway:
         loop = asyncio.get_running_loop()
         target = target_of(source)
 
+        async def sending(text: str) -> None:
+            await send_to(target, text)
+
         def send(text: str) -> None:  # in a worker thread: the send itself runs on the loop
-            asyncio.run_coroutine_threadsafe(send_to(target, text), loop).result()
+            asyncio.run_coroutine_threadsafe(sending(text), loop).result()
         return await self.aio.run(turns.deliver, ident, send)
 
     async def run_pending(self, source: SessionSource, send_to: SendTo) -> list[TurnOutcome]:
