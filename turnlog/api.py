@@ -502,16 +502,17 @@ class Turnlog:
         return self._recovery.recover(name, dry_run=dry_run, current_boot=None)
 
     def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None,
-                         reconcile: Reconcile | None = None) -> SweepReport:
+                         accounts: set[str | None] | None = None, reconcile: Reconcile | None = None) -> SweepReport:
         """Deliver what earlier boots owed and settle sends of unknown outcome; `send(target, text)`
         is the platform send (checked up front: InvalidRequest for a sender that cannot take two
         arguments; target["idempotency_key"] is the delivery's, for platforms that take one).
         `reconcile(target, attempt)` answers whether an unknown send reached the chat (True,
-        False, None: cannot tell); without it the platform's `unknown_send_policy` decides."""
+        False, None: cannot tell); without it the platform's `unknown_send_policy` decides. Rows
+        of other `platforms` or bot `accounts` (None: a row naming none), when given, are skipped."""
         require_sender(send, ("target", "text"), "sweep_deliveries")
         if reconcile is not None:
             require_sender(reconcile, ("target", "attempt"), "sweep_deliveries(reconcile=...)")
-        return self._sweep.sweep(send, platforms=platforms, reconcile=reconcile)
+        return self._sweep.sweep(send, platforms=platforms, accounts=accounts, reconcile=reconcile)
 
     def resume_candidates(self, name: str | None = None) -> list[ResumePendingSession]:
         """Sessions to auto-resume now; none during a boot storm."""

@@ -187,3 +187,24 @@ def test_a_command_answer_whose_send_failed_is_owed_and_sent_once_at_the_next_st
     assert restarted.swept is not None and restarted.swept.delivered == [owed.delivery_id]
     assert channel.sent[1:] == [owed.content, RECOVERED_PREFIX + owed.content]  # the failed send, then one resend
     assert [row.state for row in again.ledger()] == ["delivered", "delivered"]
+
+
+def test_at_start_each_bot_settles_only_its_own_accounts_replies(make_turnlog: Any) -> None:
+    users = [SimpleNamespace(id=ident, name=f"bot-{ident}", bot=True) for ident in (1, 2)]
+    channels = [Channel(100), Channel(100, failures=[server_error()])]  # the second bot's send may have posted
+    first = make_turnlog(owner="boot-1")
+    first.start_gateway("discord")
+    for user, channel in zip(users, channels):
+        bot = TurnlogDiscord(first, agent, reconcile=lambda target, attempt: False)  # known not to have arrived
+        bot.attach(Client(channel, user=user))
+        run(bot, message(800 + user.id, f"hello {user.id}", channel, guild=None))
+    assert [row.state for row in first.ledger()] == ["delivered", "unknown"]
+    first.close()
+
+    again = make_turnlog(owner="boot-2")
+    for user, channel in zip(users, channels):  # the first bot starts first
+        bot = TurnlogDiscord(again, agent, reconcile=lambda target, attempt: False)
+        bot.attach(Client(channel, user=user))
+        asyncio.run(bot.client.events["on_ready"]())
+    assert [c.sent for c in channels] == [["re: hello 1"], ["re: hello 2", "re: hello 2"]]  # through its own bot
+    assert [row.state for row in again.ledger()] == ["delivered", "delivered"]

@@ -100,6 +100,8 @@ class BotGateway:
         then run messages accepted but never run."""
         self.boot = await self.aio.start_gateway(self.gateway)
         options: dict[str, Any] = {"platforms": {self.platform}}
+        if self.account_id is not None:  # another bot's rows go out through it; none's through the first
+            options["accounts"] = {self.account_id, None}
         if self.reconcile is not None:
             options["reconcile"] = self.reconcile
         self.swept = await self.aio.sweep_deliveries(send_to, **options)

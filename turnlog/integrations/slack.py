@@ -121,7 +121,9 @@ class TurnlogSlack:
         channel history), resume interrupted turns, run what was accepted but never run."""
         t = self.turnlog
         t.start_gateway(self.gateway)
+        named = account_of(self.account_option, None)  # the app's own id comes with its first event
         t.sweep_deliveries(lambda target, text: self.send(client, target, text), platforms={PLATFORM},
+                           accounts={named, None} if named is not None else None,
                            reconcile=self.reconcile or (lambda target, attempt: reconcile_history(client, target,
                                                                                                  attempt)))
         resumed: dict[str, Any] = {}
@@ -131,7 +133,6 @@ class TurnlogSlack:
             resumed.update(item.source or {})
             return self.agent(history, item)
         t.resume_interrupted(agent, lambda text: self.send(client, resumed, text))
-        named = account_of(self.account_option, None)  # the app's own id comes with its first event
         for source in t.pending_inbound():
             if source.platform == PLATFORM and (named is None or source.account_id in (None, named)):
                 self.run_turns(source, client)
