@@ -191,6 +191,6 @@ class TurnOperations:
     def record_command_reply(self, source: SessionSource, result: CommandResult) -> uuid.UUID | None:
         """Owe the answer of `Turnlog.command` (`result`) to the chat of `source`, like a turn's
         reply: send it with `deliver`, and a send that fails or may have failed is settled by the
-        next sweep. None when there is nothing to answer (no reply, or a redelivered command). One
-        command message (its message_id) owes one answer, however often this is called."""
+        next sweep. None when there is nothing to answer: no reply, or a redelivered command (one
+        command message, by its message_id, owes one answer however often this is called)."""
         return self._command_replies.record(source, result)

@@ -208,3 +208,12 @@ def test_at_start_each_bot_settles_only_its_own_accounts_replies(make_turnlog: A
         asyncio.run(bot.client.events["on_ready"]())
     assert [c.sent for c in channels] == [["re: hello 1"], ["re: hello 2", "re: hello 2"]]  # through its own bot
     assert [row.state for row in again.ledger()] == ["delivered", "delivered"]
+
+
+def test_a_repeated_command_that_the_engine_answers_again_is_still_sent_once(t: turnlog.Turnlog) -> None:
+    channel = Channel(100)
+    adapter = TurnlogDiscord(t, agent)
+    adapter.attach(Client(channel))
+    usage = message(730, "/queue", channel)  # without text: its usage, answered on each delivery
+    run(adapter, usage, usage)
+    assert len(channel.sent) == 1 and [row.state for row in t.ledger()] == ["delivered"]

@@ -9,6 +9,7 @@ Recording it is the gateway's choice (`Turnlog.turns.record_command_reply`): a c
 from __future__ import annotations
 
 import uuid
+
 from ..domain.delivery import COMMAND_REPLY_SEQ, command_reply_id
 from ..domain.route import Route
 from ..domain.source import SessionSource
@@ -25,16 +26,16 @@ class CommandReplies:
         self.deliveries = deliveries
 
     def record(self, source: SessionSource, result: CommandResult) -> uuid.UUID | None:
-        """The delivery owing `result`'s answer to the chat of `source` (None when the command
-        answered nothing or was a redelivery). The same command message (its message_id) names the
-        same delivery, recorded once."""
+        """The delivery owing `result`'s answer to the chat of `source`; None when the command
+        answered nothing or was a redelivery: its message_id names a delivery recorded already
+        (a repeated /queue without text is answered again by the engine, but owed once)."""
         if not result.reply or result.duplicate:
             return None
         rk = self.routing.routing_key(source)
         ident = (command_reply_id(rk.route_id, source.message_id) if source.message_id
                  else uuid.uuid4())  # without a message id nothing can repeat it
         if self.ctx.get(ident, fresh=True) is not None:
-            return ident
+            return None
         route: Route | None = self.ctx.get(rk.route_id)
         # The session the answer concerns, else the key's current one ("" before the key has any).
         session_id = result.session_id or (route.session_id if route is not None else None) or ""
