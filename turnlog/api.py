@@ -519,12 +519,17 @@ class Turnlog:
         candidates = self._recovery.resume_candidates(name or self._gateway_name or "main")
         return [ResumePendingSession(**row) for row in candidates]
 
-    def resume_interrupted(self, responder: Responder, sender: Sender, *,
-                           name: str | None = None) -> list[TurnOutcome]:
-        """Auto-resume once every candidate of docs/behaviour.md §7.3 (none during a boot storm)."""
+    def resume_interrupted(self, responder: Responder, sender: Sender, *, name: str | None = None,
+                           platforms: set[str] | None = None,
+                           accounts: set[str | None] | None = None) -> list[TurnOutcome]:
+        """Auto-resume once every candidate of docs/behaviour.md §7.3 (none during a boot storm);
+        only sessions started on `platforms` and naming one of the bot `accounts` (None: a
+        session naming none), when given: the others are another gateway's or bot's to resume."""
         require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
         for row in self.resume_candidates(name):  # caught up by recovery
+            if not self._started_on(row.session_id, platforms, accounts):
+                continue
             in_flight = self._in_flight_item(row.session_id)
             outcome = self._runner.resume(session_id=row.session_id, session_key=row.session_key,
                                           reason=row.resume_reason, in_flight=in_flight, responder=responder,
@@ -532,6 +537,14 @@ class Turnlog:
             if outcome is not None:  # None: answered or settled meanwhile, nothing left to resume
                 outcomes.append(outcome)
         return outcomes
+
+    def _started_on(self, session_id: str, platforms: set[str] | None, accounts: set[str | None] | None) -> bool:
+        if platforms is None and accounts is None:
+            return True
+        session = self._ctx.session(session_id)
+        origin = (session.origin if session is not None else None) or {}
+        return ((platforms is None or origin.get("platform") in platforms)
+                and (accounts is None or origin.get("account_id") in accounts))
 
     def _in_flight_item(self, session_id: str) -> tuple[_uuid.UUID, Any] | None:
         ref = self._views.started_item(session_id)

@@ -217,3 +217,26 @@ def test_a_repeated_command_that_the_engine_answers_again_is_still_sent_once(t: 
     usage = message(730, "/queue", channel)  # without text: its usage, answered on each delivery
     run(adapter, usage, usage)
     assert len(channel.sent) == 1 and [row.state for row in t.ledger()] == ["delivered"]
+
+
+def test_at_start_each_bot_resumes_only_its_own_accounts_interrupted_turns(make_turnlog: Any) -> None:
+    users = [SimpleNamespace(id=ident, name=f"bot-{ident}", bot=True) for ident in (1, 2)]
+    channels = [Channel(100), Channel(100)]
+    first = make_turnlog(owner="boot-1")
+    first.start_gateway("discord")
+    for user, channel in zip(users, channels):
+        bot = TurnlogDiscord(first, agent)
+        bot.attach(Client(channel, user=user))
+        run(bot, message(900 + user.id, f"hello {user.id}", channel, guild=None))
+    second_bots = source_of(message(902, "hello 2", channels[1], guild=None), account_id="2")
+    assert second_bots is not None and first.mark_resume_pending(second_bots)  # its turn was cut off
+    first.close()
+
+    again = make_turnlog(owner="boot-2")
+    waiting: list[list[str]] = []
+    for user, channel in zip(users, channels):  # the first bot starts first
+        bot = TurnlogDiscord(again, agent)
+        bot.attach(Client(channel, user=user))
+        asyncio.run(bot.client.events["on_ready"]())
+        waiting.append([row.session_key for row in again.resume_candidates("discord")])
+    assert waiting == [["agent:main:discord:dm:2:100"], []]  # left by the first bot, settled by its own

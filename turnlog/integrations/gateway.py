@@ -99,9 +99,10 @@ class BotGateway:
         """Recover earlier boots, settle their owed and unknown replies, resume interrupted turns,
         then run messages accepted but never run."""
         self.boot = await self.aio.start_gateway(self.gateway)
-        options: dict[str, Any] = {"platforms": {self.platform}}
+        scope: dict[str, Any] = {"platforms": {self.platform}}
         if self.account_id is not None:  # another bot's rows go out through it; none's through the first
-            options["accounts"] = {self.account_id, None}
+            scope["accounts"] = {self.account_id, None}
+        options = dict(scope)
         if self.reconcile is not None:
             options["reconcile"] = self.reconcile
         self.swept = await self.aio.sweep_deliveries(send_to, **options)
@@ -116,7 +117,7 @@ class BotGateway:
 
         async def send(text: str) -> None:
             await send_to(target, text)
-        await self.aio.resume_interrupted(agent, send)
+        await self.aio.resume_interrupted(agent, send, **scope)
         for source in await self.aio.run(self.turnlog.pending_inbound):
             if self.serves(source):
                 self.spawn(self.run_pending(source, send_to))

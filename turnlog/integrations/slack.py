@@ -132,7 +132,8 @@ class TurnlogSlack:
             resumed.clear()
             resumed.update(item.source or {})
             return self.agent(history, item)
-        t.resume_interrupted(agent, lambda text: self.send(client, resumed, text))
+        t.resume_interrupted(agent, lambda text: self.send(client, resumed, text), platforms={PLATFORM},
+                             accounts={named, None} if named is not None else None)
         for source in t.pending_inbound():
             if source.platform == PLATFORM and (named is None or source.account_id in (None, named)):
                 self.run_turns(source, client)
