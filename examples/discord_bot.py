@@ -27,6 +27,9 @@ async def agent(history: Any, item: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="gateway.db", help="the turnlog database (default gateway.db)")
+    parser.add_argument("--account", default=None,
+                        help="the bot account the routing keys carry (default: the bot's own id); "
+                             "'none' keeps keys without one, as a one-bot gateway stored them")
     args = parser.parse_args(argv)
     token = os.environ.get("DISCORD_TOKEN")
     if not token:
@@ -39,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     intents = discord.Intents.default()
     intents.message_content = True
-    client = TurnlogDiscord(turnlog.open(args.db), agent).attach(discord.Client(intents=intents))
+    account = False if args.account == "none" else args.account  # None: the bot's user id, at login
+    client = TurnlogDiscord(turnlog.open(args.db), agent, account_id=account).attach(discord.Client(intents=intents))
     client.run(token)
     return 0
 

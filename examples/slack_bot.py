@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="gateway.db", help="the turnlog database (default gateway.db)")
     parser.add_argument("--port", type=int, default=3000, help="the port of the Events API endpoint")
+    parser.add_argument("--account", default=None,
+                        help="the bot account the routing keys carry (default: the app's id, api_app_id); "
+                             "'none' keeps keys without one, as a one-bot gateway stored them")
     args = parser.parse_args(argv)
     token, secret = os.environ.get("SLACK_BOT_TOKEN"), os.environ.get("SLACK_SIGNING_SECRET")
     if not token or not secret:
@@ -39,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     from turnlog.integrations.slack import TurnlogSlack
 
     app = App(token=token, signing_secret=secret)
-    slack = TurnlogSlack(turnlog.open(args.db), agent)
+    account = False if args.account == "none" else args.account  # None: each event's api_app_id
+    slack = TurnlogSlack(turnlog.open(args.db), agent, account_id=account)
     slack.attach(app)
     slack.start(app.client)
     app.start(port=args.port)

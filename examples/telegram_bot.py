@@ -8,7 +8,8 @@ a restart resumes an interrupted turn and settles what the last boot owed.
     TELEGRAM_TOKEN=123:ABC python examples/telegram_bot.py [--db gateway.db] [--base-url URL]
 
 The agent here echoes; put your model call in `agent`. `--base-url` points the bot at another Bot
-API server (a local one, or a test's fake).
+API server (a local one, or a test's fake). Two bots may share one --db (each run with its own
+token): the keys carry each bot's id, so one user's chats with the two are two sessions.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="the Bot API's base URL, ending in /bot")
     parser.add_argument("--hold-unknown", action="store_true",
                         help="hold sends of unknown outcome for an operator instead of resending them")
+    parser.add_argument("--account", default=None,
+                        help="the bot account the routing keys carry (default: the bot's own id); "
+                             "'none' keeps keys without one, as a one-bot gateway stored them")
     args = parser.parse_args(argv)
     token = os.environ.get("TELEGRAM_TOKEN")
     if not token:
@@ -47,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     # The Bot API cannot list the bot's own messages, so an unknown send cannot be reconciled
     # there: resend it marked as recovered (the default), or hold it for `turnlog ledger`.
     config = turnlog.EngineConfig(unknown_send_policy={"telegram": "hold"}) if args.hold_unknown else None
-    bot = TurnlogTelegram(turnlog.open(args.db, config=config), agent)
+    account = False if args.account == "none" else args.account  # None: the bot's id, from getMe
+    bot = TurnlogTelegram(turnlog.open(args.db, config=config), agent, account_id=account)
     builder = Application.builder().token(token)
     if args.base_url:
         builder = builder.base_url(args.base_url)

@@ -229,9 +229,9 @@ class AsyncTurnlog:
             options["reconcile"] = bridged
         return await self.run(self.turnlog.sweep_deliveries, sweep_send, **options)
 
-    async def resume_interrupted(self, agent: AsyncAgent, send: AsyncSend) -> list[TurnOutcome]:
+    async def resume_interrupted(self, agent: AsyncAgent, send: AsyncSend, **options: Any) -> list[TurnOutcome]:
         responder, sender = self._bridge(asyncio.get_running_loop(), agent, send)
-        return await self.run(self.turnlog.resume_interrupted, responder, sender)
+        return await self.run(self.turnlog.resume_interrupted, responder, sender, **options)
 
     async def drain(self, reason: str = "restart", timeout_s: float = 0.0) -> bool:
         return await self.run(self.turnlog.drain, reason, timeout_s)

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, lease_time
 from .commands.batching import BatchCommands
+from .commands.command_replies import CommandReplies
 from .commands.compaction import Compaction, CompactionCommands
 from .commands.context import CommandContext
 from .commands.delivery import Attempt, DeliveryCommands, Sender
@@ -197,7 +198,8 @@ class Turnlog:
         self._edits = HistoryEdits(self._ctx, self._leases)
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
-        self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)
+        self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
+                                    CommandReplies(self._ctx, self._routing, self._deliveries))
 
     @property
     def owner(self) -> str:
@@ -500,28 +502,34 @@ class Turnlog:
         return self._recovery.recover(name, dry_run=dry_run, current_boot=None)
 
     def sweep_deliveries(self, send: SweepSender, *, platforms: set[str] | None = None,
-                         reconcile: Reconcile | None = None) -> SweepReport:
+                         accounts: set[str | None] | None = None, reconcile: Reconcile | None = None) -> SweepReport:
         """Deliver what earlier boots owed and settle sends of unknown outcome; `send(target, text)`
         is the platform send (checked up front: InvalidRequest for a sender that cannot take two
         arguments; target["idempotency_key"] is the delivery's, for platforms that take one).
         `reconcile(target, attempt)` answers whether an unknown send reached the chat (True,
-        False, None: cannot tell); without it the platform's `unknown_send_policy` decides."""
+        False, None: cannot tell); without it the platform's `unknown_send_policy` decides. Rows
+        of other `platforms` or bot `accounts` (None: a row naming none), when given, are skipped."""
         require_sender(send, ("target", "text"), "sweep_deliveries")
         if reconcile is not None:
             require_sender(reconcile, ("target", "attempt"), "sweep_deliveries(reconcile=...)")
-        return self._sweep.sweep(send, platforms=platforms, reconcile=reconcile)
+        return self._sweep.sweep(send, platforms=platforms, accounts=accounts, reconcile=reconcile)
 
     def resume_candidates(self, name: str | None = None) -> list[ResumePendingSession]:
         """Sessions to auto-resume now; none during a boot storm."""
         candidates = self._recovery.resume_candidates(name or self._gateway_name or "main")
         return [ResumePendingSession(**row) for row in candidates]
 
-    def resume_interrupted(self, responder: Responder, sender: Sender, *,
-                           name: str | None = None) -> list[TurnOutcome]:
-        """Auto-resume once every candidate of docs/behaviour.md §7.3 (none during a boot storm)."""
+    def resume_interrupted(self, responder: Responder, sender: Sender, *, name: str | None = None,
+                           platforms: set[str] | None = None,
+                           accounts: set[str | None] | None = None) -> list[TurnOutcome]:
+        """Auto-resume once every candidate of docs/behaviour.md §7.3 (none during a boot storm);
+        only sessions started on `platforms` and naming one of the bot `accounts` (None: a
+        session naming none), when given: the others are another gateway's or bot's to resume."""
         require_sender(sender, ("text",), "resume_interrupted")
         outcomes = []
         for row in self.resume_candidates(name):  # caught up by recovery
+            if not self._started_on(row.session_id, platforms, accounts):
+                continue
             in_flight = self._in_flight_item(row.session_id)
             outcome = self._runner.resume(session_id=row.session_id, session_key=row.session_key,
                                           reason=row.resume_reason, in_flight=in_flight, responder=responder,
@@ -529,6 +537,14 @@ class Turnlog:
             if outcome is not None:  # None: answered or settled meanwhile, nothing left to resume
                 outcomes.append(outcome)
         return outcomes
+
+    def _started_on(self, session_id: str, platforms: set[str] | None, accounts: set[str | None] | None) -> bool:
+        if platforms is None and accounts is None:
+            return True
+        session = self._ctx.session(session_id)
+        origin = (session.origin if session is not None else None) or {}
+        return ((platforms is None or origin.get("platform") in platforms)
+                and (accounts is None or origin.get("account_id") in accounts))
 
     def _in_flight_item(self, session_id: str) -> tuple[_uuid.UUID, Any] | None:
         ref = self._views.started_item(session_id)

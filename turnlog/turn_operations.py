@@ -26,6 +26,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .commands.agent_history import read_agent_history
+from .commands.command_replies import CommandReplies
+from .commands.command_result import CommandResult
 from .commands.compaction import Compaction, CompactionCommands
 from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
@@ -55,8 +57,9 @@ class TurnOperations:
     """The turn lease, fenced transcript writes and deliveries of one Turnlog (`t.turns`)."""
 
     def __init__(self, leases: LeaseCommands, deliveries: DeliveryCommands, rotation: RotationCommands,
-                 runner: TurnRunner, compaction: CompactionCommands) -> None:
+                 runner: TurnRunner, compaction: CompactionCommands, command_replies: CommandReplies) -> None:
         self._leases = leases
+        self._command_replies = command_replies
         self._deliveries = deliveries
         self._rotation = rotation
         self._runner = runner
@@ -184,3 +187,10 @@ class TurnOperations:
     def deliver(self, delivery_id: uuid.UUID, send: Sender) -> str:
         """Attempt, send and settle one delivery; returns its state."""
         return self._deliveries.deliver(delivery_id, send).state
+
+    def record_command_reply(self, source: SessionSource, result: CommandResult) -> uuid.UUID | None:
+        """Owe the answer of `Turnlog.command` (`result`) to the chat of `source`, like a turn's
+        reply: send it with `deliver`, and a send that fails or may have failed is settled by the
+        next sweep. None when there is nothing to answer: no reply, or a redelivered command (one
+        command message, by its message_id, owes one answer however often this is called)."""
+        return self._command_replies.record(source, result)

@@ -169,3 +169,19 @@ def test_a_delivered_row_is_never_sent_again_by_later_boots(db):
         later.stop_gateway()
         later.close()
     assert len(sent) == 1
+
+
+def test_a_sweep_for_some_bot_accounts_leaves_the_other_accounts_rows_owed(db):
+    first = boot(db, 0)
+    first.start_gateway(GW)
+    for account in ("bot_a", "bot_b", None):
+        bot_source = SessionSource(platform="weixin", chat_type="dm", chat_id="u1", user_id="u1", account_id=account)
+        first.handle_message(bot_source, f"hi {account}", reply_with(f"to {account}"), refuse)
+    first.close()
+    again = boot(db, 2)
+    again.start_gateway(GW)
+    targets: list[dict] = []
+    swept = again.sweep_deliveries(lambda target, text: targets.append(target), accounts={"bot_a", None})
+    assert sorted(str(t["account_id"]) for t in targets) == ["None", "bot_a"]
+    assert len(swept.delivered) == 2 and len(swept.skipped) == 1
+    assert [row.state for row in again.ledger() if row.session_key.endswith(":bot_b:u1")] == ["failed"]

@@ -23,7 +23,11 @@ HANG_S = 8.0  # how long a hung sendMessage keeps the client waiting (past its 1
 
 
 class FakeBotApi:
-    def __init__(self) -> None:
+    """One bot's Bot API (its `token` and getMe answer `bot`); a second bot is a second server."""
+
+    def __init__(self, token: str = TOKEN, bot: dict[str, Any] | None = None) -> None:
+        self.token = token
+        self.bot = bot or BOT
         self.cond = threading.Condition()
         self.updates: list[dict[str, Any]] = []
         self.redeliver: list[dict[str, Any]] = []  # served once more, whatever the offset
@@ -85,7 +89,7 @@ class FakeBotApi:
 
     def call(self, method: str, params: dict[str, Any]) -> Any:
         if method == "getMe":
-            return BOT
+            return self.bot
         if method == "getUpdates":
             return self._get_updates(params)
         if method == "sendMessage":
@@ -143,7 +147,7 @@ class FakeBotApi:
                 self._api(params)
 
             def _api(self, params: dict[str, Any]) -> None:
-                prefix = f"/bot{TOKEN}/"
+                prefix = f"/bot{fake.token}/"
                 if not self.path.startswith(prefix):
                     self._answer(404, {"ok": False, "error_code": 404, "description": "Not Found"})
                     return

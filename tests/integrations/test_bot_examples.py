@@ -26,7 +26,7 @@ def run(example: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("example", sorted(BOTS))
 def test_the_bot_example_explains_itself_and_wants_a_token(example: str) -> None:
     helped = run(example, "--help")
-    assert helped.returncode == 0 and "--db" in helped.stdout
+    assert helped.returncode == 0 and "--db" in helped.stdout and "--account" in helped.stdout
     refused = run(example)
     assert refused.returncode == 2 and BOTS[example][1] in refused.stderr
 

@@ -40,8 +40,8 @@ class AtOnce(Executor):
         return future
 
 
-def body(event_id: str, text: str, *, channel: str = "C1", user: str = "U42") -> dict[str, Any]:
-    return {"token": "x", "team_id": "T1", "api_app_id": "A1", "type": "event_callback", "event_id": event_id,
+def body(event_id: str, text: str, *, channel: str = "C1", user: str = "U42", app: str = "A1") -> dict[str, Any]:
+    return {"token": "x", "team_id": "T1", "api_app_id": app, "type": "event_callback", "event_id": event_id,
             "event_time": 1, "event": {"type": "message", "channel": channel, "channel_type": "channel",
                                         "user": user, "text": text, "ts": "1.000100"}}
 
@@ -83,7 +83,7 @@ def test_a_retried_event_is_acked_and_runs_one_turn(t: turnlog.Turnlog, slack: A
     app.dispatch(request(body("Ev2", "again")))
     assert posted == ["re: hello", "re: again"]
     assert order[:2] == ["ack", "post re: hello"]  # acked before the turn ran
-    source = source_of(body("Ev1", "hello"))
+    source = source_of(body("Ev1", "hello"), account_id="A1")  # the app it reached
     assert source is not None and source.message_id == "Ev1" and source.scope_id == "T1"
     assert [f.message_id for f in t.message_fates(source)] == ["Ev1", "Ev2"]
 
@@ -122,7 +122,7 @@ def test_a_post_that_timed_out_is_reconciled_from_the_history_at_the_next_start(
 
     first = make_turnlog(owner="boot-1")
     TurnlogSlack(first, echo, post=post_then_time_out).start(History(posted))
-    source = source_of(body("Ev1", "hello"))
+    source = TurnlogSlack(first, echo).source_of(body("Ev1", "hello"))
     assert source is not None
     first.accept(source, "hello")
     TurnlogSlack(first, echo, post=post_then_time_out).run_turns(source, History(posted))
@@ -133,3 +133,17 @@ def test_a_post_that_timed_out_is_reconciled_from_the_history_at_the_next_start(
     TurnlogSlack(again, echo, post=lambda *a: posted.append(a[1])).start(History(posted))
     assert posted == ["re: hello"]
     assert [row.state for row in again.ledger()] == ["delivered"]
+
+
+@pytest.mark.parametrize("option, keys", [
+    (None, ["agent:main:slack:group:T1:A1:C1:U42", "agent:main:slack:group:T1:A2:C1:U42"]),  # the app's id
+    ("ops-app", ["agent:main:slack:group:T1:ops-app:C1:U42"]),  # named: both apps' events land in one
+    (False, ["agent:main:slack:group:T1:C1:U42"]),  # no account: the key of a one-app gateway
+], ids=["from-the-app", "explicit", "none"])
+def test_the_app_an_event_reached_is_the_keys_account(t: turnlog.Turnlog, option: Any, keys: list[str]) -> None:
+    adapter = TurnlogSlack(t, echo, post=lambda *a: None, account_id=option)
+    for event_id, app in (("Ev1", "A1"), ("Ev2", "A2")):  # one user, one channel, two apps
+        event = body(event_id, "hello", app=app)
+        adapter.accept_event(event, lambda *a, **k: None)
+        adapter.run_event(event, client=None)
+    assert sorted(s.session_key for s in t.sessions()) == keys

@@ -103,7 +103,8 @@ def test_an_update_delivered_twice_runs_one_turn(api: FakeBotApi, bot: Bot) -> N
     bot.stop()
     assert api.texts() == ["echo: hello", "echo: again"]
     with turnlog.open(bot.db) as t:
-        fates = t.message_fates(turnlog.SessionSource(platform="telegram", chat_id="42", user_id="42"))
+        fates = t.message_fates(turnlog.SessionSource(platform="telegram", chat_id="42", user_id="42",
+                                                      account_id=str(api.bot["id"])))  # the bot's own id
     assert [f.message_id for f in fates] == ["tg1001", "tg1002"]
 
 

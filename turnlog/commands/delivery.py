@@ -68,11 +68,12 @@ class DeliveryCommands:
 
     def obligation(self, *, session_id: str, seq: int, session_key: str, reply_to: dict[str, Any] | None,
                    content: str, turn_id: str | None, inbound_message_id: str | None, actor: str,
-                   cause: str) -> Delivery:
-        """An unsaved obligation, to be saved in the same transaction as its assistant message."""
+                   cause: str, ident: UUID | None = None) -> Delivery:
+        """An unsaved obligation, to be saved in the same transaction as its assistant message
+        (`ident`: its id, when it is not the reply at `seq`)."""
         reply_to = reply_to or {}
         return Delivery.new(
-            Delivery.Created, id=delivery_id(session_id, seq), at=self.ctx.clock.now(), actor=actor, cause=cause,
+            Delivery.Created, id=ident or delivery_id(session_id, seq), at=self.ctx.clock.now(), actor=actor, cause=cause,
             session_id=session_id, seq=seq, session_key=session_key, platform=reply_to.get("platform"),
             chat_id=reply_to.get("chat_id"), thread_id=reply_to.get("thread_id"), content=content, turn_id=turn_id,
             inbound_message_id=inbound_message_id, account_id=reply_to.get("account_id"),

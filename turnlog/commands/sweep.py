@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, Callable, Mapping
 from uuid import UUID
 
-from ..domain.delivery import HOLD, RESEND, VERDICTS, Delivery
+from ..domain.delivery import COMMAND_REPLY_SEQ, HOLD, RESEND, VERDICTS, Delivery
 from ..projections.views import Views
 from .context import CommandContext
 from .delivery import Attempt, DeliveryCommands, send_once
@@ -57,19 +57,25 @@ class SweepCommands:
         return self.gateways.owner
 
     def sweep(self, send: SweepSender, *, platforms: set[str] | None = None,
-              reconcile: Reconcile | None = None) -> SweepReport:
+              accounts: set[str | None] | None = None, reconcile: Reconcile | None = None) -> SweepReport:
         """Deliver what earlier boots owed and settle unknown sends: claim each row not owned by
-        a live boot, reconcile or send, settle."""
+        a live boot, reconcile or send, settle. Only rows of `platforms` and of `accounts` (the
+        bot account a reply goes out through; None for a row that names none), when given."""
         report = SweepReport()
         self.views.refresh()
         for row in self.views.owed_deliveries():
             ident = UUID(row.delivery_id)
-            if platforms is not None and row.platform not in platforms:
+            if ((platforms is not None and row.platform not in platforms)
+                    or (accounts is not None and self._account(ident) not in accounts)):
                 report.skipped.append(row.delivery_id)
                 continue
             outcome = self._sweep_one(ident, send, reconcile)
             getattr(report, outcome).append(row.delivery_id)
         return report
+
+    def _account(self, ident: UUID) -> str | None:
+        delivery: Delivery | None = self.ctx.get(ident, fresh=True)
+        return delivery.account_id if delivery is not None else None
 
     def _sweep_one(self, ident: UUID, send: SweepSender, reconcile: Reconcile | None) -> str:
         ctx = self.ctx
@@ -140,7 +146,8 @@ class SweepCommands:
                 "idempotency_key": delivery.idempotency_key}
 
     def _answered(self, delivery: Delivery | None) -> None:
-        """Delivered: the turn is answered, so it must not also be resumed."""
-        if delivery is not None:
+        """Delivered: the turn is answered, so it must not also be resumed (a command's answer
+        answers no turn)."""
+        if delivery is not None and delivery.seq != COMMAND_REPLY_SEQ:
             self.gateways.change_session(delivery.session_id, lambda s, now: s.clear_resume_pending(
                 at=now, actor=self.owner, cause="sweep"))

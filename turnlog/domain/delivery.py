@@ -35,8 +35,19 @@ RECOVERED_PREFIX = (
 )
 
 
+# The seq of a slash command's own answer: no transcript message (those start at 1), so
+# delivering it answers no turn.
+COMMAND_REPLY_SEQ = 0
+
+
 def delivery_id(session_id: str, seq: int) -> UUID:
     return stream_id("delivery", f"{session_id}#{seq}")
+
+
+def command_reply_id(route_id: UUID, message_id: str) -> UUID:
+    """The delivery of the answer to the command with this message id on this route: a
+    redelivered command names the same one."""
+    return stream_id("delivery", f"command:{route_id}:{message_id}")
 
 
 def idempotency_key(ident: UUID) -> str:

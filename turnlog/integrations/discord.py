@@ -81,8 +81,9 @@ async def send_text(channel: Any, text: str) -> Any:
 
 
 class TurnlogDiscord(BotGateway):
-    """One Discord bot in front of one Turnlog (BotGateway: agent, gateway, reconcile; without a
-    reconcile hook, unknown sends are looked for in the channel's history)."""
+    """One Discord bot in front of one Turnlog (BotGateway: agent, gateway, reconcile,
+    account_id; without a reconcile hook, unknown sends are looked for in the channel's history).
+    The keys carry the bot's user id (`client.user.id`) as their account."""
 
     platform = PLATFORM
 
@@ -102,12 +103,14 @@ class TurnlogDiscord(BotGateway):
     async def on_message(self, message: Any) -> None:
         if self.client is not None and message.author == self.client.user:
             return  # the bot's own replies
+        self._know_bot()
         source = source_of(message, self.account_id)
         if source is None:
             return
         await self.take(source, message.content, self.send_to)  # a RESUME's replay is refused
 
     async def on_ready(self) -> None:
+        self._know_bot()
         if self.boot is None:  # on_ready fires again after a reconnect; the gateway starts once
             await self.start(self.send_to)
 
@@ -125,6 +128,11 @@ class TurnlogDiscord(BotGateway):
         except discord.HTTPException:
             return None
         return False
+
+    def _know_bot(self) -> None:
+        user = getattr(self.client, "user", None)  # set once the client logged in
+        if user is not None:
+            self.bot_id = user.id
 
     async def _channel(self, ident: str) -> Any:
         channel = self.client.get_channel(int(ident))

@@ -28,7 +28,7 @@ from slack_sdk.errors import SlackApiError
 
 from turnlog import SendOutcomeUnknown, SessionSource, Turnlog
 
-from .gateway import classifying
+from .gateway import AccountOption, account_of, classifying
 
 PLATFORM = "slack"
 HISTORY_LIMIT = 20
@@ -67,12 +67,15 @@ def as_send_outcome(failure: BaseException) -> BaseException:
 
 
 class TurnlogSlack:
-    """One Slack app in front of one Turnlog (`gateway` names its boots in `turnlog status`)."""
+    """One Slack app in front of one Turnlog (`gateway` names its boots in `turnlog status`).
+    The keys carry the app as their account: the event body's `api_app_id`, the same in every
+    workspace the app is installed in (the key holds the workspace already); `account_id` names
+    another (a string) or none (False), as for the other adapters (gateway.account_of)."""
 
     def __init__(self, turnlog: Turnlog, agent: Callable[[Any, Any], Any], *, gateway: str = PLATFORM,
-                 post: Post | None = None, reconcile: Any = None, account_id: str | None = None) -> None:
+                 post: Post | None = None, reconcile: Any = None, account_id: AccountOption = None) -> None:
         self.turnlog = turnlog
-        self.account_id = account_id  # the Slack app, when one gateway runs several (part of the key)
+        self.account_option = account_id
         self.agent = agent
         self.gateway = gateway
         self.post = post
@@ -86,16 +89,20 @@ class TurnlogSlack:
 
     def accept_event(self, body: dict[str, Any], ack: Callable[..., Any]) -> None:
         """Bolt's ack function: accept durably, then ack (a retry is refused, and acked too)."""
-        source = source_of(body, self.account_id)
+        source = self.source_of(body)
         if source is not None:
             self.turnlog.accept(source, body["event"]["text"])
         ack()
 
     def run_event(self, body: dict[str, Any], client: Any) -> None:
         """Bolt's lazy function, after the ack: run the key's waiting turns."""
-        source = source_of(body, self.account_id)
+        source = self.source_of(body)
         if source is not None:
             self.run_turns(source, client)
+
+    def source_of(self, body: dict[str, Any]) -> SessionSource | None:
+        """The body's source, naming the app it reached as its account."""
+        return source_of(body, account_of(self.account_option, body.get("api_app_id")))
 
     def run_turns(self, source: SessionSource, client: Any) -> None:
         """Run the source's key's waiting turns, each under turnlog's lease."""
@@ -114,7 +121,9 @@ class TurnlogSlack:
         channel history), resume interrupted turns, run what was accepted but never run."""
         t = self.turnlog
         t.start_gateway(self.gateway)
+        named = account_of(self.account_option, None)  # the app's own id comes with its first event
         t.sweep_deliveries(lambda target, text: self.send(client, target, text), platforms={PLATFORM},
+                           accounts={named, None} if named is not None else None,
                            reconcile=self.reconcile or (lambda target, attempt: reconcile_history(client, target,
                                                                                                  attempt)))
         resumed: dict[str, Any] = {}
@@ -123,9 +132,10 @@ class TurnlogSlack:
             resumed.clear()
             resumed.update(item.source or {})
             return self.agent(history, item)
-        t.resume_interrupted(agent, lambda text: self.send(client, resumed, text))
+        t.resume_interrupted(agent, lambda text: self.send(client, resumed, text), platforms={PLATFORM},
+                             accounts={named, None} if named is not None else None)
         for source in t.pending_inbound():
-            if source.platform == PLATFORM:
+            if source.platform == PLATFORM and (named is None or source.account_id in (None, named)):
                 self.run_turns(source, client)
 
 

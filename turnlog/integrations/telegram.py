@@ -87,7 +87,9 @@ async def send_text(bot: Bot, chat_id: str, text: str, thread_id: str | None = N
 
 
 class TurnlogTelegram(BotGateway):
-    """One Telegram bot in front of one Turnlog (BotGateway: agent, gateway, reconcile)."""
+    """One Telegram bot in front of one Turnlog (BotGateway: agent, gateway, reconcile,
+    account_id). The keys carry the bot's user id (`bot.id`, from getMe at initialize) as their
+    account, so two bots of one gateway keep one user's conversations apart."""
 
     platform = PLATFORM
 
@@ -104,6 +106,7 @@ class TurnlogTelegram(BotGateway):
         return app
 
     async def on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        self.bot_id = context.bot.id  # known since the Application's initialize (getMe)
         source = source_of(update, self.account_id)
         if source is None or update.effective_message is None:
             return
@@ -111,6 +114,7 @@ class TurnlogTelegram(BotGateway):
         await self.take(source, update.effective_message.text or "", sender(context.bot))
 
     async def on_start(self, app: Application) -> None:
+        self.bot_id = app.bot.id
         await self.start(sender(app.bot))
 
     async def on_stop(self, app: Application) -> None:
