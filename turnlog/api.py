@@ -199,6 +199,8 @@ class Turnlog:
                                     self._compaction, self._delegations)
         self._edits = HistoryEdits(self._ctx, self._leases)
         self._archives = ArchiveCommands(self._ctx, self._views)
+        self._routing.restore_archive = lambda path: self._archives.restore(path, actor="system:retention",
+                                                                            cause="archived_key_policy")
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)

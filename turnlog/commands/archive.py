@@ -170,7 +170,7 @@ class ArchiveCommands:
         self._sealing()
         archive = archive_file.read(path)
         stream = archive_stream(archive.sha256)
-        recorded = list(self.ctx.app.events.get(stream))
+        recorded: list[Any] = list(self.ctx.app.events.get(stream))
         sessions = [s["session_id"] for s in archive.manifest.get("sessions", [])]
         if not recorded:
             raise InvalidRequest(f"{path} is not an archive of this database (its sha256 {archive.sha256[:12]}…"
@@ -207,11 +207,6 @@ class ArchiveCommands:
         self.views.refresh()
         return ArchiveRestoreReport(path=path, sha256=archive.sha256, sessions=sessions, events=len(rows),
                                     position=position)
-
-    def archived_in(self, session_id: str) -> str | None:
-        """The archive file a session is in now (None: it is not archived), read from the log."""
-        last = list(self.ctx.app.events.get(archived_session_stream(session_id), desc=True, limit=1))
-        return last[0].archive_file if last and isinstance(last[0], SessionArchived) else None
 
     def _forget(self, session_ids: list[str]) -> None:
         for sid in session_ids:

@@ -147,7 +147,7 @@ class ChainSealer:
             batch = self.app.recorder.select_notifications(start, BATCH, topics=list(LOG_RESHAPING_TOPICS),
                                                            inclusive_of_start=False)
             for n in batch:
-                event = self.app.mapper.to_domain_event(n)
+                event: Any = self.app.mapper.to_domain_event(n)
                 latest[event.archive_sha256] = (n.id, event)
             if len(batch) < BATCH:
                 break
