@@ -43,7 +43,7 @@ def reclaim(path: str) -> Reclaimed:
     try:
         incremental = conn.execute("PRAGMA auto_vacuum").fetchone()[0] == INCREMENTAL
         if incremental:
-            conn.execute("PRAGMA incremental_vacuum").fetchall()
+            conn.executescript("PRAGMA incremental_vacuum;")  # run to the end: a plain execute steps once (one page)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     finally:
         conn.close()
