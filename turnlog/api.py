@@ -773,6 +773,7 @@ class Turnlog:
         vacuum; an older database: `compact_file`). `dry_run`: only say what would go.
         `progress(done, total)` after each step. SQLite logs only."""
         policy = self._retention(older_than, idle_for)
+        self._archives.require_sqlite()
         path = self._backend.backup_file()
         before = reclaim.file_bytes(path)
         report = self._archives.archive(os.fspath(out), policy, db_identity=dbfile.describe(path), actor=actor,

@@ -88,7 +88,7 @@ class ArchiveCommands:
         self.ctx = ctx
         self.views = views
 
-    def _sealing(self) -> SealingRecorder:
+    def require_sqlite(self) -> SealingRecorder:
         recorder = self.ctx.app.recorder
         if not isinstance(recorder, SealingRecorder):
             raise InvalidRequest("archiving sessions needs an SQLite log (a PostgreSQL log keeps every session)")
@@ -114,7 +114,7 @@ class ArchiveCommands:
 
     def archive(self, out: str, policy: Retention, *, db_identity: dict[str, Any], actor: str, cause: str,
                 dry_run: bool = False, progress: Progress | None = None) -> ArchiveReport:
-        recorder = self._sealing()
+        recorder = self.require_sqlite()
         chosen = self.candidates(policy)
         if dry_run or not chosen:
             return ArchiveReport(path=out, dry_run=dry_run, sessions=chosen)
@@ -167,7 +167,7 @@ class ArchiveCommands:
     # -- restore -------------------------------------------------------------------------------
 
     def restore(self, path: str, *, actor: str, cause: str) -> ArchiveRestoreReport:
-        self._sealing()
+        self.require_sqlite()
         archive = archive_file.read(path)
         stream = archive_stream(archive.sha256)
         recorded: list[Any] = list(self.ctx.app.events.get(stream))
