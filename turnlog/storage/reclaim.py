@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import StoreError
+from . import dbfile
 from .backup import beside, check, fsync_file, fsync_folder, refuse_if_in_use
 
 INCREMENTAL = 2
@@ -52,7 +53,9 @@ def reclaim(path: str) -> Reclaimed:
 
 def compact_offline(path: str) -> Reclaimed:
     """Rewrite the database into a new file (VACUUM INTO, with auto_vacuum=INCREMENTAL so that it
-    reclaims space by itself from now on), check it, and swap it in; refused while in use."""
+    reclaims space by itself from now on), check it, and swap it in; refused while in use, and
+    for a file that is not a turnlog database (never rewritten)."""
+    dbfile.prepare(path, read_only=False, create_missing=False)
     refuse_if_in_use(path)
     before = file_bytes(path)
     tmp = beside(path, "compacting")
