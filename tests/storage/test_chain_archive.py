@@ -60,3 +60,13 @@ def test_the_archive_event_deleted_leaves_its_positions_missing(make_turnlog, cl
     conn.close()
     missing = {b.position for b in t.maintenance.verify_chain().breaks if b.problem == "missing"}
     assert set(positions) < missing  # nothing vouches for the hole any more
+
+
+def test_a_copy_made_after_an_archive_verifies_and_lists_the_archived_sessions(make_turnlog, clock, tmp_path):
+    t, positions = archived(make_turnlog, clock, tmp_path)
+    old = next(s.session_id for s in t.sessions() if s.archived)
+    report = t.copy_to(tmp_path / "copy.db")
+    assert report.chain_ok
+    with Turnlog(tmp_path / "copy.db") as copy:
+        assert not copy.maintenance.verify_chain().breaks
+        assert copy.session(old).archived
