@@ -20,6 +20,7 @@ from . import dbfile
 from .backup import beside, check, fsync_file, fsync_folder, refuse_if_in_use
 
 INCREMENTAL = 2
+CHECKPOINT_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,9 @@ def reclaim(path: str) -> Reclaimed:
         incremental = conn.execute("PRAGMA auto_vacuum").fetchone()[0] == INCREMENTAL
         if incremental:
             conn.executescript("PRAGMA incremental_vacuum;")  # run to the end: a plain execute steps once (one page)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        for _ in range(CHECKPOINT_TRIES):  # a reader mid-snapshot holds a checkpoint back: once it is done
+            if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+                break
     finally:
         conn.close()
     return Reclaimed(path, before, file_bytes(path), incremental)
