@@ -23,17 +23,16 @@ import argparse
 import json
 import os
 import platform
-import random
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
 
 from turnlog import ManualClock, Turnlog
+from turnlog.bench import prepare_workload
 from turnlog.search_timing import run_search_mix
-from turnlog.workload import assistant_text, build_sources, turn_order, user_text
+from turnlog.workload import assistant_text, user_text
 
 EDGE = 1000  # turns measured at the start and at the end
 
@@ -54,12 +53,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
-    home = args.workdir or tempfile.mkdtemp(prefix="turnlog-growth-")
-    os.makedirs(home, exist_ok=True)
-    db = os.path.join(home, "growth.db")
-    rng = random.Random(args.seed)
-    sources = build_sources(args.sessions, rng)
-    order = turn_order(args.sessions, args.turns, rng)
+    home, db, rng, sources, order = prepare_workload(args.sessions, args.turns, args.seed, args.workdir)
     clock = ManualClock("2026-01-01T00:00:00+00:00")
 
     t = Turnlog(db, clock=clock, owner="bench")
