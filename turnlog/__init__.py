@@ -7,7 +7,8 @@ the hash chain. The other names are what its methods take and return, and the er
 """
 
 from .agent_cache import AgentCache, CacheStats
-from .api import DEFAULT_DB, HistoryEntry, Turnlog, restore
+from .api import DEFAULT_DB, HistoryEntry, Turnlog, compact_file, restore
+from .commands.archive import ArchiveCandidate, ArchiveReport, ArchiveRestoreReport
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
 from .commands.delivery import Attempt
@@ -24,7 +25,7 @@ from .commands.message_fates import MessageFate
 from .commands.slash import COMMANDS as SLASH_COMMANDS, CommandResult, parse_command
 from .commands.turn import TurnOutcome
 from .commands.compaction import Compaction
-from .config import EngineConfig, Summariser, TextBatching
+from .config import EngineConfig, Retention, Summariser, TextBatching
 from .domain.context_prompt import build_session_context
 from .domain.key_settings import KeySettings
 from .domain.keys import RoutingKey, build_session_key, is_shared_multi_user_session, resolve_routing_key
@@ -43,6 +44,7 @@ from .hermes.exporter import ExportReport
 from .hermes.importer import ImportReport
 from .maintenance import Maintenance, ProjectionPosition
 from .projections.base import TypedRow
+from .storage.reclaim import Reclaimed
 from .projections.routing_views import RouteRow, SessionRow
 from .projections.search_hit import SearchHit
 from .projections.leases_views import LeaseRow
@@ -61,6 +63,9 @@ __all__ = [
     "Accepted",
     "AgentCache",
     "AmbiguousKey",
+    "ArchiveCandidate",
+    "ArchiveReport",
+    "ArchiveRestoreReport",
     "AsOf",
     "Attempt",
     "BackupReport",
@@ -76,6 +81,7 @@ __all__ = [
     "ChatType",
     "Clock",
     "CommandResult",
+    "compact_file",
     "Compaction",
     "CompactionFailed",
     "ConflictError",
@@ -120,6 +126,7 @@ __all__ = [
     "QueueFull",
     "QueueItemRow",
     "ReadOnlyDatabase",
+    "Reclaimed",
     "RecoveryReport",
     "RekeyKept",
     "RekeyMove",
@@ -132,6 +139,7 @@ __all__ = [
     "restore",
     "RestoreReport",
     "ResumePendingSession",
+    "Retention",
     "RouteResult",
     "RouteRow",
     "RoutingKey",

@@ -8,12 +8,13 @@ import sqlite3
 import time
 import uuid as _uuid
 import warnings
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
 from .clock import Clock, SessionIdFactory, SystemClock, hermes_session_id, lease_time
+from .commands.archive import ArchiveCandidate, ArchiveCommands, ArchiveReport, ArchiveRestoreReport
 from .commands.batching import BatchCommands
 from .commands.command_replies import CommandReplies
 from .commands.compaction import Compaction, CompactionCommands
@@ -42,7 +43,9 @@ from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate, message_fates
 from .commands.turn import Responder, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
-from .storage import backup as backups, log_copy
+from .storage import backup as backups, dbfile, log_copy, reclaim
+from .storage.reclaim import Reclaimed
+from .domain.retention import Retention, parse_duration
 from .storage.backup import BackupReport, RestoreReport
 from .storage.log_copy import CopyReport
 from .turn_operations import TurnOperations
@@ -196,6 +199,9 @@ class Turnlog:
         self._slash = SlashCommands(self._ctx, self._routing, self._leases, self._inbound, replies,
                                     self._compaction, self._delegations)
         self._edits = HistoryEdits(self._ctx, self._leases)
+        self._archives = ArchiveCommands(self._ctx, self._views)
+        self._routing.restore_archive = lambda path: self._archives.restore(path, actor="system:retention",
+                                                                            cause="archived_key_policy")
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
@@ -763,6 +769,51 @@ class Turnlog:
         return backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
                             progress=progress)
 
+    # -- retention and archive ------------------------------------------------------------
+
+    def archivable(self, *, older_than: str | timedelta | None = None,
+                   idle_for: str | timedelta | None = None) -> list[ArchiveCandidate]:
+        """The sessions an archive run would take now (a dry run: nothing changes): done with
+        (ended, suspended, superseded) more than `older_than` ago, or idle more than `idle_for`
+        ("90d", "12h", "1y" or a timedelta); neither given: `EngineConfig.retention`'s rules.
+        Never a session that owns a key, holds a lease or owes a delivery (domain/retention.py)."""
+        return self._archives.candidates(self._retention(older_than, idle_for))
+
+    def archive(self, out: str | os.PathLike[str], *, older_than: str | timedelta | None = None,
+                idle_for: str | timedelta | None = None, dry_run: bool = False, actor: str = "api",
+                cause: str = "api:archive", progress: Callable[[int, int], None] | None = None) -> ArchiveReport:
+        """Move the sessions `archivable` picks to the new archive file `out` (docs/archive.md):
+        written, fsynced and read back first, then in one transaction SessionsArchived is
+        recorded and their events leave the log (their chain seals stay: `verify --chain`
+        passes); the read models refill and the file's free pages are given back (incremental
+        vacuum; an older database: `compact_file`). `dry_run`: only say what would go.
+        `progress(done, total)` after each step. SQLite logs only."""
+        policy = self._retention(older_than, idle_for)
+        self._archives.require_sqlite()
+        path = self._backend.backup_file()
+        before = reclaim.file_bytes(path)
+        report = self._archives.archive(os.fspath(out), policy, db_identity=dbfile.describe(path), actor=actor,
+                                        cause=cause, dry_run=dry_run, progress=progress)
+        if dry_run or report.sha256 is None:
+            return report
+        after = reclaim.reclaim(path).bytes_after
+        return replace(report, db_bytes_before=before, db_bytes_after=after)
+
+    def restore_archive(self, path: str | os.PathLike[str], *, actor: str = "api",
+                        cause: str = "api:restore-archive") -> ArchiveRestoreReport:
+        """Bring an archive's sessions back into the log (SessionsRestored), each event at its
+        old position and checked against the seal the chain kept, so transcripts, history and
+        search are as before. The file's sha256 must be one this log archived; a second restore
+        of it does nothing (`already_restored`)."""
+        return self._archives.restore(os.fspath(path), actor=actor, cause=cause)
+
+    def _retention(self, older_than: str | timedelta | None, idle_for: str | timedelta | None) -> Retention:
+        configured = self._config.retention
+        if older_than is None and idle_for is None:
+            return configured
+        return replace(configured, older_than=_duration(older_than, "older_than"),
+                       idle_for=_duration(idle_for, "idle_for"))
+
     def copy_to(self, location: str | os.PathLike[str], *, views: str | None = None, batch: int | None = None,
                 progress: Callable[[int, int], None] | None = None) -> CopyReport:
         """Copy the whole log, in order, with its positions and hash chain, to another store (an
@@ -1008,6 +1059,15 @@ class Turnlog:
         return session_id
 
 
+def _duration(value: str | timedelta | None, name: str) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    try:
+        return parse_duration(value)
+    except ValueError as e:
+        raise InvalidRequest(f"{name}: {e}") from None
+
+
 def _seconds_between(earlier: str, later: str) -> float:
     return max((datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds(), 0.0)
 
@@ -1062,6 +1122,14 @@ def _hermes_entry(route: dict[str, Any], session: dict[str, Any]) -> dict[str, A
 
 def open(location: str | os.PathLike[str] = DEFAULT_DB, **options: Any) -> Turnlog:  # noqa: A001
     return Turnlog(location, **options)
+
+
+def compact_file(db: str | os.PathLike[str]) -> Reclaimed:
+    """Rewrite the SQLite database `db` into a new file without its free pages (VACUUM INTO, then
+    one rename), turning incremental vacuum on so that later archives give space back by
+    themselves; checked first, and refused while another process has it open (DatabaseInUse).
+    For a database made before incremental vacuum (offline: stop the gateways)."""
+    return reclaim.compact_offline(os.fspath(db))
 
 
 def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force: bool = False,

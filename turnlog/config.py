@@ -12,6 +12,7 @@ from .domain.delivery import HOLD, MAX_ATTEMPTS, RESEND
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S, check_windows
 from .domain.key_settings import KeySettings
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
+from .domain.retention import Retention
 
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
 # the start times of its live processes (those older than the policy's age cap are ignored).
@@ -81,6 +82,11 @@ class EngineConfig:
     # ("*": the others): "resend" (with the recovered-reply prefix) or "hold" (for an operator).
     unknown_send_policy: Mapping[str, str] = field(default_factory=lambda: {"*": RESEND})
 
+    # Which sessions `turnlog archive` takes (domain/retention.py): done with more than
+    # `older_than` ago, or idle more than `idle_for`; and what a message on an archived session's
+    # key does (`archived_key_policy`: "new" session, or "restore" the archive first).
+    retention: Retention = field(default_factory=Retention)
+
     def key_settings(self) -> KeySettings:
         """The flags this config says, the defaults where it says nothing (the log's, once recorded, win)."""
         default = KeySettings()
@@ -104,6 +110,8 @@ class EngineConfig:
         if self.compression_mode not in COMPRESSION_MODES:
             raise ValueError(f"compression_mode must be one of {', '.join(COMPRESSION_MODES)},"
                              f" got {self.compression_mode!r}")
+        if not isinstance(self.retention, Retention):
+            raise ValueError(f"retention must be a Retention, got {self.retention!r}")
         if self.summariser is not None and not callable(self.summariser):
             raise ValueError(f"summariser must be callable, got {self.summariser!r}")
 
@@ -113,4 +121,4 @@ class EngineConfig:
         return {**self.key_settings().to_dict(), "whatsapp_aliases": self.whatsapp_aliases}
 
 
-__all__ = ["EngineConfig", "TextBatching", "BackgroundGuard", "Summariser", "DEFAULT_FRESHNESS_WINDOW_S"]
+__all__ = ["EngineConfig", "Retention", "TextBatching", "BackgroundGuard", "Summariser", "DEFAULT_FRESHNESS_WINDOW_S"]

@@ -70,6 +70,10 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (READS, ["export-hermes", "{out}"]),
     (READS, ["backup", "{out}.backup.db"]),
     (READS, ["copy", "--to", "{out}.copy.db"]),
+    (WRITES, ["archive", "{out}.tlar", "--older-than", "1d"]),
+    (READS, ["archive", "{out}.tlar", "--dry-run"]),
+    (WRITES, ["restore-archive", "{out}.tlar"]),
+    (WRITES, ["compact-file"]),
 ]
 
 

@@ -42,6 +42,8 @@ METHODS = {
     "compact",
     # Hermes homes, and the store itself
     "backup", "close", "copy_to", "export_hermes", "import_hermes",
+    # retention: sessions out to an archive file and back
+    "archivable", "archive", "restore_archive",
 }
 GROUPS = {"turns": TurnOperations, "maintenance": Maintenance}
 PROPERTIES = {"owner", "read_only", "stale"}  # what it was opened as, and how it reads, read-only

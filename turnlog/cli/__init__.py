@@ -11,6 +11,7 @@ module registers them, in this order, on `main` (the console script `turnlog.cli
 
 from __future__ import annotations
 
+from . import archives
 from . import audit
 from . import backups
 from . import core
@@ -34,6 +35,7 @@ FAMILIES = (
     edits,
     projections,
     backups,
+    archives,
     hermes,
     metrics,
     rekey,

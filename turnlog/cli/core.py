@@ -102,6 +102,8 @@ def sessions(ctx: click.Context, title: str | None, out: Output, limit: int | No
 
 
 def _state(row: dict[str, Any]) -> str:
+    if row.get("archive_sha256"):
+        return f"archived in {row['archive_file']} sha256 {row['archive_sha256'][:12]}…"
     if row["end_reason"]:
         return f"ended:{row['end_reason']}"
     if row["suspended"]:

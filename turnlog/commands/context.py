@@ -69,12 +69,14 @@ class CommandContext:
         self.known_key_settings = settings
         return settings
 
-    def save(self, *items: Any) -> int:
-        """Save in one transaction; returns the log position of the last event written."""
+    def save(self, *items: Any, **recorder_options: Any) -> int:
+        """Save in one transaction; returns the log position of the last event written.
+        `recorder_options` go to the recorder's insert, in the same transaction (an archive's
+        `remove_rows`, a restore's `restore_rows`: storage/recorder.py)."""
         if self.read_only:
             raise ReadOnlyDatabase("this turnlog database is open read-only: the change was not recorded")
         try:
-            recordings = self.app.save(*items)
+            recordings = self.app.save(*items, **recorder_options)
         except IntegrityError:
             for item in items:
                 if isinstance(item, Aggregate):

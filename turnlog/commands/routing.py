@@ -7,6 +7,7 @@ winner's decision.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
@@ -20,11 +21,15 @@ from ..domain.policy import route_decision
 from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
-from ..errors import InvalidRequest, NotFound, SessionOwnedElsewhere
+from ..errors import InvalidRequest, NotFound, SessionOwnedElsewhere, TurnlogError
+from .archived import archived_in
 from .context import CommandContext, session_aggregate_id
 from .singleflight import SingleFlight
 
 Also = Callable[[str, bool], Iterable[Any]]  # given the session the message routes to, and whether it is new
+
+
+log = logging.getLogger(__name__)
 
 
 def _nothing(session_id: str, new_session: bool) -> Iterable[Any]:
@@ -36,6 +41,7 @@ FIRST_MESSAGE = "first_message"
 FORCE_NEW = "force_new"
 ROUTE_DETACHED = "route_detached"
 PREVIOUS_ENDED = "previous_ended"
+ARCHIVED = "archived"  # the key's session was archived (turnlog archive)
 SLACK_SCOPE_MIGRATION = "slack_scope_migration"  # a pre-workspace Slack route moved to its workspace key
 ACCOUNT_MIGRATION = "account_migration"  # a route keyed before its bot account was known moved to the account's key
 
@@ -86,6 +92,8 @@ class RoutingCommands:
     def __init__(self, ctx: CommandContext) -> None:
         self.ctx = ctx
         self._flight = SingleFlight()
+        # Brings an archive file back (archived_key_policy "restore"); set by the Turnlog.
+        self.restore_archive: Callable[[str], object] | None = None
 
     def routing_key(self, source: SessionSource) -> RoutingKey:
         require_conversation(source)
@@ -138,7 +146,10 @@ class RoutingCommands:
             reason: str | None
             reason, end_reason = FORCE_NEW, "session_reset"
         elif current is None:
-            reason, end_reason = ROUTE_DETACHED, None
+            archived = archived_in(ctx, route.session_id) if route.session_id else None
+            if archived is not None and self._restored(archived):
+                return self._route(rk, source, force_new, touch_activity, actor, cause, also)
+            reason, end_reason = (ARCHIVED if archived is not None else ROUTE_DETACHED), None
         elif current.ended:
             reason, end_reason = PREVIOUS_ENDED, None
         else:
@@ -157,6 +168,18 @@ class RoutingCommands:
         if current is not None and end_reason is not None:
             current.end(end_reason, at=now, actor=actor if force_new else "system:policy", cause=cause)
         return self._new_session(route, rk, origin, reason, current, now, actor, cause, also)
+
+    def _restored(self, archive: str) -> bool:
+        """With archived_key_policy "restore", bring the archive back (its sessions listed and
+        their transcripts read again; the key's ended session is still followed by a new one)."""
+        if self.ctx.config.retention.archived_key_policy != "restore" or self.restore_archive is None:
+            return False
+        try:
+            self.restore_archive(archive)
+        except TurnlogError as e:  # a file moved away: the message still gets its new session
+            log.warning("could not restore the archive %s for a message on its key: %s", archive, e)
+            return False
+        return True
 
     def _legacy_route(self, source: SessionSource) -> tuple[Route, str] | None:
         """The route stored under an older key of this source that it may take over, and why

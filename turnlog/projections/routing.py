@@ -6,6 +6,8 @@ from typing import Any, Callable
 
 import orjson
 
+from ..domain.archive import SessionArchived, SessionRestored
+from ..domain.session import session_stream
 from .base import Rows, Tables
 
 
@@ -98,15 +100,15 @@ _SESSION_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = 
 _SESSION_COLUMNS = ("session_id", "aggregate_id", "session_key", "platform", "chat_type", "display_name", "origin",
                     "created_at", "updated_at", "created_reason", "previous_session_id", "parent_session_id",
                     "suspended", "suspend_reason", "resume_pending", "resume_reason", "resume_marked_at",
-                    "ended_at", "end_reason", "title", "position")
+                    "ended_at", "end_reason", "title", "position", "archive_file", "archive_sha256", "archived_at")
 
 
 class SessionsProjection:
     name = "sessions"
-    version = 2  # 2: the title (SessionTitled)
+    version = 3  # 2: the title (SessionTitled); 3: archived sessions
     weight = 0.5  # rebuild cost relative to the others (parallel.py): its topics are read for the timeline
     tables = ("sessions",)
-    topics = ("turnlog:SessionCreated", *_SESSION_CHANGES)
+    topics = ("turnlog:SessionCreated", *_SESSION_CHANGES, SessionArchived.TOPIC, SessionRestored.TOPIC)
 
     def create(self, t: Tables) -> None:
         t.execute(
@@ -131,7 +133,10 @@ class SessionsProjection:
                 ended_at TEXT,
                 end_reason TEXT,
                 title TEXT,
-                position INTEGER NOT NULL)"""
+                position INTEGER NOT NULL,
+                archive_file TEXT,
+                archive_sha256 TEXT,
+                archived_at TEXT)"""
         )
 
     def create_indexes(self, t: Tables) -> None:
@@ -150,6 +155,9 @@ class _SessionsWriter:
 
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         aggregate_id = e["originator_id"]
+        if topic in (SessionArchived.TOPIC, SessionRestored.TOPIC):
+            self._archive(topic, e, position)
+            return
         if topic == "turnlog:SessionCreated":
             origin = e["origin"] or {}
             at = e["timestamp"]
@@ -165,6 +173,23 @@ class _SessionsWriter:
             return
         _SESSION_CHANGES[topic](row, e)
         row["position"] = position
+
+    def _archive(self, topic: str, e: dict[str, Any], position: int) -> None:
+        """An archived session stays listed, from the row its SessionArchived event carries once
+        its own events have left the log; restored, it is listed as before."""
+        aggregate_id = str(session_stream(e["session_id"]))
+        row = self.rows.get(aggregate_id)
+        if topic == SessionRestored.TOPIC:
+            if row is not None:
+                row.update(archive_file=None, archive_sha256=None, archived_at=None, position=position)
+            return
+        marks = {"archive_file": e["archive_file"], "archive_sha256": e["archive_sha256"],
+                 "archived_at": e["timestamp"]}
+        if row is not None:
+            row.update(**marks, position=position)
+            return
+        kept = {name: e["row"].get(name) for name in _SESSION_COLUMNS if name not in ("aggregate_id", "position", *marks)}
+        self.rows.new(aggregate_id, **kept, **marks, position=position)
 
     def flush(self) -> None:
         self.rows.flush()

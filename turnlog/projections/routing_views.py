@@ -55,6 +55,14 @@ class SessionRow(TypedRow):
     end_reason: str | None
     routed: bool
     title: str | None = None
+    # Archived (turnlog archive): the archive file and its sha256, when; its events left the log.
+    archive_file: str | None = None
+    archive_sha256: str | None = None
+    archived_at: str | None = None
+
+    @property
+    def archived(self) -> bool:
+        return self.archive_sha256 is not None
 
 
 @dataclass(frozen=True)
@@ -80,12 +88,13 @@ _SESSION_SQL = (
     "SELECT s.session_id, s.session_key, s.platform, s.chat_type, s.display_name, s.origin, s.created_at,"
     " s.updated_at, s.created_reason, s.previous_session_id, s.parent_session_id, s.suspended,"
     " s.suspend_reason, s.resume_pending, s.resume_reason, s.resume_marked_at, s.ended_at, s.end_reason,"
-    " EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) AS routed, s.title FROM sessions s")
+    " EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) AS routed, s.title, s.archive_file,"
+    " s.archive_sha256, s.archived_at FROM sessions s")
 
 
 def _session(r: tuple[Any, ...]) -> SessionRow:
     return SessionRow(*r[:5], _origin(r[5]), *r[6:11], bool(r[11]), r[12], bool(r[13]),  # type: ignore[call-arg, misc]
-                      *r[14:18], bool(r[18]), r[19])
+                      *r[14:18], bool(r[18]), *r[19:23])
 
 
 def sessions(db: sqlite3.Connection, title: str | None = None) -> list[SessionRow]:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from eventsourcing.application import Application
 
+from ..domain.archive import LOG_RESHAPING_TOPICS
 from ..errors import ProjectionCorrupt, ReadOnlyDatabase, StoreError, UnreadableEvent
 from ..gc_pause import cyclic_gc_paused
 from .base import POSITIONS_TABLE, REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
@@ -196,11 +197,22 @@ class ProjectionRunner:
         target = self.head() if stop is None else stop
         applied = 0
         kept: dict[str, tuple[Any, int]] = {}
+        reshaped = stop is not None  # a bounded catch-up (a copy as of a moment) never refills
         while True:
             positions = self._live.positions()
             behind = [n for n in selected if positions.get(n, 0) < target]
             if not behind:
                 return applied
+            if not reshaped:
+                reshaped = True
+                if self.log.read(min(positions.get(n, 0) for n in behind), target, 1, LOG_RESHAPING_TOPICS):
+                    # An archive took rows out of the log, or a restore put them back behind every
+                    # read model's position: refill them all from the log (blue/green) instead.
+                    for name in self.projections:
+                        self._rebuild.discard(name)
+                    applied += self.rebuild()
+                    kept.clear()
+                    continue
             applied += self.run_pass(self._live, behind, positions, target, kept=kept)
 
     def repair(self, name: str, *, cause: BaseException | None = None) -> None:

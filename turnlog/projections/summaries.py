@@ -40,6 +40,11 @@ SUMMARIES: dict[str, Summary] = {
     "ChildFinished": lambda d: f"async child {d.get('child_id')} finished",
     "SessionEnded": lambda d: f"session ended ({d.get('reason')})",
     "SessionReopened": lambda d: f"session reopened for {d.get('session_key')}",
+    "SessionArchived": lambda d: f"archived in {d.get('archive_file')} sha256 {str(d.get('archive_sha256'))[:12]}…",
+    "SessionRestored": lambda d: f"restored from {d.get('archive_file')} sha256 {str(d.get('archive_sha256'))[:12]}…",
+    "SessionsArchived": lambda d: f"{len(d.get('sessions') or [])} session(s), {d.get('events')} events archived in"
+    f" {d.get('archive_file')} sha256 {str(d.get('archive_sha256'))[:12]}…",
+    "SessionsRestored": lambda d: f"{len(d.get('sessions') or [])} session(s) restored from {d.get('archive_file')}",
     "SessionTitled": lambda d: f"titled {d.get('title')!r}" if d.get("title") else "title cleared",
     "TitleClaimed": lambda d: f"title {d.get('title')!r} held by {d.get('session_id')}",
     "TitleReclaimed": lambda d: f"title now held by {d.get('session_id')}",

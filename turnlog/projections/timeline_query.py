@@ -238,3 +238,17 @@ def all_streams_of_kind(db: Any, kind: str) -> list[str]:
     """Every stream (aggregate id as text) whose first event is `kind`, in log order."""
     return [unpack_id(r[0]) for r in db.execute(f"SELECT s.stream FROM {_FILED} WHERE f.kind=?"
                                                 " ORDER BY s.first_position", (kind,))]
+
+
+def session_streams(db: Any, session_ids: Iterable[str], *, leave_out: Iterable[str] = ()) -> dict[str, list[str]]:
+    """The streams filed under each of these sessions (their own: the session, its transcript,
+    lease, deliveries, ...; not its routes'), in log order, but those whose first event is one of
+    `leave_out` (event names)."""
+    skip = set(leave_out)
+    out: dict[str, list[str]] = {}
+    for stream, session_id, kind, _ in sorted(rows_in(
+            db, f"SELECT s.stream, f.session_id, f.kind, s.first_position FROM {_FILED}"
+                " WHERE f.route_id IS NULL AND f.session_id IN ({})", session_ids), key=lambda r: r[3]):
+        if kind not in skip:
+            out.setdefault(session_id, []).append(unpack_id(stream))
+    return out

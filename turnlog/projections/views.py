@@ -170,6 +170,14 @@ class Views:
         return self._read(timeline_query.streams_of_kind, kind, upto, session_id=session_id,
                           session_key=session_key)
 
+    def session_streams(self, session_ids: Iterable[str], *, leave_out: Iterable[str] = ()) -> dict[str, list[str]]:
+        return self._read(timeline_query.session_streams, list(session_ids), leave_out=leave_out)
+
+    def stream_rows(self, streams: Iterable[str]) -> list[Any]:
+        """The log's rows of these streams (position, stored id, version, topic, stored bytes), in order."""
+        with self.runner.lock:
+            return self.runner.log.stream_rows(streams, self.runner.head())
+
     def history(self, **query: Any) -> list[dict[str, Any]]:
         with self.runner.lock:
             return timeline_query.history(self.runner, **query)

@@ -100,7 +100,7 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise StoreError(f"cannot write the backup {out}: directory {folder} does not exist")
-    tmp = _beside(out, "backup")
+    tmp = beside(out, "backup")
     try:
         _copy(source, tmp)
         _step(progress, 1)
@@ -111,12 +111,12 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
         _step(progress, 2)
         digest = file_sha256(tmp)
         size = os.path.getsize(tmp)
-        _fsync(tmp)
+        fsync_file(tmp)
         try:
             os.link(tmp, out)  # never clobbers a file that appeared at `out` meanwhile
         except FileExistsError:
             raise StoreError(f"{out} appeared while the backup was taken: it was left as it is") from None
-        _fsync_folder(out)
+        fsync_folder(out)
         _step(progress, 3)
     finally:
         _remove(tmp)
@@ -143,7 +143,7 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
     folder = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(folder):
         raise StoreError(f"cannot restore to {target}: directory {folder} does not exist")
-    tmp = _beside(target, "restoring")
+    tmp = beside(target, "restoring")
     try:
         _copy(backup, tmp)
         _step(progress, 1)
@@ -153,12 +153,12 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
                              " nothing was restored")
         _step(progress, 2)
         digest = file_sha256(backup)
-        _fsync(tmp)
+        fsync_file(tmp)
         if exists:
             refuse_if_in_use(target)  # again, just before the swap
             _fold_in_wal(target)
         os.replace(tmp, target)
-        _fsync_folder(target)
+        fsync_folder(target)
         _step(progress, 3)
     finally:
         _remove(tmp)
@@ -264,7 +264,7 @@ def _fold_in_wal(path: str) -> None:
         _remove(path + suffix)
 
 
-def _beside(path: str, what: str) -> str:
+def beside(path: str, what: str) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     return os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.{what}")
 
@@ -274,7 +274,7 @@ def _step(progress: Progress | None, done: int) -> None:
         progress(done, STEPS)
 
 
-def _fsync(path: str) -> None:
+def fsync_file(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -282,7 +282,7 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-def _fsync_folder(path: str) -> None:
+def fsync_folder(path: str) -> None:
     fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(fd)

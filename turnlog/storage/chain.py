@@ -16,7 +16,9 @@ from typing import Any
 from eventsourcing.application import Application
 
 from .recorder import SealingRecorder
+from ..domain.archive import LOG_RESHAPING_TOPICS, SessionsArchived, seals_digest
 from ..domain.chain import GENESIS, as_hex, link, matches
+from ..domain.retention import run_positions
 
 BATCH = 5000
 
@@ -126,9 +128,40 @@ class ChainSealer:
                 if not matches(link_of(previous, n), sealed[n.id]):
                     breaks.append(ChainBreak(n.id, "edited"))
             start = batch[-1].id
-        breaks.extend(ChainBreak(p, "missing") for p in sealed if p not in seen)
+        archived, archives = self._archived()
+        breaks.extend(ChainBreak(p, "missing") for p in sealed if p not in seen and p not in archived)
+        for position, digest, positions in archives:
+            # The archive's event stands for the events it took away: their seals must be the ones it
+            # names. A log that never held them (copied after the archive: its chain links over the
+            # hole) has none of those seals, and nothing to check them against.
+            held = [p for p in positions if p in sealed]
+            if held and (len(held) != len(positions) or seals_digest((p, sealed[p]) for p in positions) != digest):
+                breaks.append(ChainBreak(position, "edited"))
         late = (1, sealed_from - 1) if sealed_from is not None and sealed_from > 1 else None
         return ChainReport(_runs(sorted(breaks, key=lambda b: b.position)), late)
+
+    def _archived(self) -> tuple[set[int], list[tuple[int, str, list[int]]]]:
+        """The positions archive files hold now (archived, not restored since), and per archive
+        still out: the position of its SessionsArchived event, its seals digest and positions."""
+        latest: dict[str, tuple[int, Any]] = {}
+        start = 0
+        while True:
+            batch = self.app.recorder.select_notifications(start, BATCH, topics=list(LOG_RESHAPING_TOPICS),
+                                                           inclusive_of_start=False)
+            for n in batch:
+                event: Any = self.app.mapper.to_domain_event(n)
+                latest[event.archive_sha256] = (n.id, event)
+            if len(batch) < BATCH:
+                break
+            start = batch[-1].id
+        positions: set[int] = set()
+        archives = []
+        for position, event in latest.values():
+            if isinstance(event, SessionsArchived):
+                held = run_positions(event.positions)
+                positions.update(held)
+                archives.append((position, event.seals_digest, held))
+        return positions, archives
 
     def verify(self) -> list[ChainBreak]:
         return self.report().breaks

@@ -201,6 +201,10 @@ def create(path: str) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
+            # Space freed by an archive is given back by `PRAGMA incremental_vacuum`, never by an
+            # in-place VACUUM (which rewrites the whole file under a replicator's feet); the mode
+            # can only be chosen before the first table.
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             with conn:
                 _marker_sql(conn)
         finally:
@@ -244,3 +248,16 @@ def prepare(path: str, *, read_only: bool, create_missing: bool, views_only: boo
     if not read_only and not writable(path):
         raise ReadOnlyDatabase(f"{path} is read-only (this needs to write to it)")
     return identity
+
+
+def describe(path: str) -> dict[str, str]:
+    """Which database a file is (what an archive's manifest names): its path and when turnlog made it."""
+    conn = _connect_ro(path)
+    try:
+        meta = dict(conn.execute(f"SELECT key, value FROM {MARKER_TABLE}").fetchall())
+    except sqlite3.Error:
+        meta = {}
+    finally:
+        conn.close()
+    return {"path": os.path.abspath(path), "created_at": meta.get("created_at", ""),
+            "format": meta.get("format", FORMAT), "format_version": meta.get("format_version", str(FORMAT_VERSION))}

@@ -14,6 +14,7 @@ first write of this version, as they are at that moment; the verifier reports th
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from typing import Any, Sequence
@@ -21,15 +22,28 @@ from typing import Any, Sequence
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQLiteCursor, SQLiteDatastore
 
-from ..domain.chain import GENESIS, as_hex, link, seal_of
+from ..domain.chain import GENESIS, as_hex, link, matches, seal_of
 from .checkpointer import WRITER_AUTOCHECKPOINT_PAGES, WalCheckpointer, background_checkpoints
-from ..errors import ChainBroken
+from ..errors import ChainBroken, ConflictError
 
 CHAIN_TABLES = (
     "CREATE TABLE IF NOT EXISTS chain (position INTEGER PRIMARY KEY, hash BLOB NOT NULL)",  # 16 raw bytes
     "CREATE TABLE IF NOT EXISTS chain_meta (id INTEGER PRIMARY KEY CHECK (id = 1), sealed_from INTEGER NOT NULL)",
 )
+# The streams an archive took away: a write to one (a process whose cache still holds an
+# archived session) fails as a conflict would, instead of starting the stream again half-way.
+ARCHIVED_STREAMS = (
+    "CREATE TABLE IF NOT EXISTS archived_streams (stream TEXT PRIMARY KEY)",
+    "CREATE TRIGGER IF NOT EXISTS archived_streams_refuse BEFORE INSERT ON stored_events"
+    " WHEN EXISTS (SELECT 1 FROM archived_streams WHERE stream = NEW.originator_id)"
+    " BEGIN SELECT RAISE(ABORT, 'turnlog: this stream was archived'); END",
+)
 ADOPT_BATCH = 5000
+_CHUNK = 500  # ids per IN (...): under SQLite's variable limit
+
+
+def _chunks(values: Sequence[Any]) -> list[list[Any]]:
+    return [list(values[i:i + _CHUNK]) for i in range(0, len(values), _CHUNK)]
 
 
 def _shortened(head_position: int, first: int) -> ChainBroken:
@@ -109,7 +123,52 @@ class SealingRecorder(SQLiteApplicationRecorder):
             previous = seal_of(link(previous, position, s.originator_id, s.originator_version, s.topic, s.state))
             rows.append((position, bytes.fromhex(previous)))
         c.executemany("INSERT INTO chain (position, hash) VALUES (?, ?)", rows)
+        if kwargs.get("remove_rows") is not None:
+            self._remove(c, kwargs["remove_rows"])
+        if kwargs.get("restore_rows") is not None:
+            self._restore(c, kwargs["restore_rows"])
         return positions
+
+    # -- archiving: rows leave the log, or come back, in the transaction of the event that says so --
+
+    def _remove(self, c: SQLiteCursor, rows: Sequence[tuple[int, str]]) -> None:
+        """Delete these (position, stream) rows and the streams' snapshots; refused (ConflictError,
+        the transaction rolls back) when the streams hold any other row: a write since they were read."""
+        streams = sorted({stream for _, stream in rows})
+        held = 0
+        for part in _chunks(streams):
+            c.execute(f"SELECT count(*) FROM {self.events_table_name} WHERE originator_id IN"
+                      f" ({','.join('?' * len(part))})", part)
+            held += c.fetchone()[0]
+        if held != len(rows):
+            raise ConflictError(f"the archived sessions changed while they were archived ({held} events now,"
+                                f" {len(rows)} archived): nothing was removed; run it again")
+        for part in _chunks([position for position, _ in rows]):
+            c.execute(f"DELETE FROM {self.events_table_name} WHERE rowid IN ({','.join('?' * len(part))})", part)
+        for part in _chunks(streams):
+            c.execute(f"DELETE FROM stored_snapshots WHERE originator_id IN ({','.join('?' * len(part))})", part)
+        for statement in ARCHIVED_STREAMS:
+            c.execute(statement)
+        c.executemany("INSERT OR IGNORE INTO archived_streams (stream) VALUES (?)", [(s,) for s in streams])
+
+    def _restore(self, c: SQLiteCursor, rows: Sequence[tuple[int, str, int, str, bytes]]) -> None:
+        """Put archived rows back at their positions, each checked against its seal (the chain
+        kept them): rows that do not match what was sealed are refused (ChainBroken)."""
+        c.execute("SELECT position, hash FROM chain WHERE position IN (SELECT value FROM json_each(?))",
+                  (json.dumps(sorted({p for r in rows for p in (r[0], r[0] - 1)})),))
+        seals = {position: as_hex(h) for position, h in c.fetchall()}
+        for position, stream, version, topic, state in rows:
+            previous = GENESIS if position == 1 else seals.get(position - 1)
+            sealed = seals.get(position)
+            if previous is None or sealed is None or not matches(
+                    link(previous, position, self.convert_originator_id(stream), version, topic, state), sealed):
+                raise ChainBroken(f"the archived event at position {position} is not the one the log sealed there:"
+                                  " nothing was restored")
+        c.execute("SELECT name FROM sqlite_master WHERE name='archived_streams'")
+        if c.fetchone() is not None:
+            c.executemany("DELETE FROM archived_streams WHERE stream=?", sorted({(r[1],) for r in rows}))
+        c.executemany(f"INSERT INTO {self.events_table_name} (rowid, originator_id, originator_version, topic, state)"
+                      " VALUES (?, ?, ?, ?, ?)", rows)
 
     @staticmethod
     def _head(c: SQLiteCursor) -> tuple[int, str]:
@@ -160,3 +219,12 @@ class SealingRecorder(SQLiteApplicationRecorder):
                 row = c.fetchone()
                 sealed_from = row[0] if row else None
             return sealed, sealed_from
+
+    def seals(self, positions: Sequence[int]) -> dict[int, str]:
+        """The stored seals (hex) of these positions."""
+        out: dict[int, str] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for part in _chunks(sorted(positions)):
+                c.execute(f"SELECT position, hash FROM chain WHERE position IN ({','.join('?' * len(part))})", part)
+                out.update((row[0], as_hex(row[1])) for row in c.fetchall())
+        return out
