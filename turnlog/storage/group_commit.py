@@ -51,6 +51,7 @@ class GroupCommit:
         self.app = app
         self.enabled = grouping() if enabled is None else enabled
         self._lock = threading.Lock()
+        self._queued = threading.Condition(self._lock)
         self._queue: list[_Member] = []
         self._leading = False
         self.groups = 0  # transactions that wrote more than one save (for tests and benchmarks)
@@ -69,6 +70,7 @@ class GroupCommit:
                 member = _Member(items)
                 member.ready = threading.Event()
                 self._queue.append(member)
+                self._queued.notify_all()
         if alone:
             try:
                 return self.app.save(*items)
@@ -82,6 +84,11 @@ class GroupCommit:
             raise member.error
         assert member.recordings is not None
         return member.recordings
+
+    def wait_queued(self, count: int, timeout: float) -> bool:
+        """Wait until `count` saves wait for the commit in progress (tests line a group up with it)."""
+        with self._queued:
+            return self._queued.wait_for(lambda: len(self._queue) >= count, timeout)
 
     def _lead(self) -> None:
         """Commit the queued saves as one group, then pass the lead on."""
