@@ -133,8 +133,12 @@ class GroupCommit:
             return
         self.groups += 1
         self.grouped += len(group)
-        for member, recordings in zip(group, written):
+        for member, processing, recordings in zip(group, collected, written):
             member.recordings = recordings
+            try:
+                self.app.snapshot_saved(processing)
+            except Exception as error:  # its events are committed; as the library's save would, it raises
+                member.error = error
 
     def _alone(self, member: _Member, processing: ProcessingEvent | None) -> None:
         try:
