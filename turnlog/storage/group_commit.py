@@ -19,9 +19,11 @@ TURNLOG_GROUP_COMMIT=0 turns it off (every save commits alone): for measuring it
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from eventsourcing.application import ProcessingEvent
 from eventsourcing.persistence import Recording
@@ -29,6 +31,22 @@ from eventsourcing.persistence import Recording
 from .store import TurnlogApplication
 
 GROUP_LIMIT = 256  # saves per transaction: bounds one commit's latency and its rollback's waste
+
+# What the calling thread gives back while its save waits for a group (the asyncio API's store
+# slot: so that more threads reach the store and the group grows), and takes again after.
+_WHILE_WAITING: contextvars.ContextVar[tuple[Callable[[], Any], Callable[[], Any]] | None] = \
+    contextvars.ContextVar("turnlog_group_wait", default=None)
+
+
+@contextlib.contextmanager
+def giving_back(release: Callable[[], Any], reacquire: Callable[[], Any]) -> Iterator[None]:
+    """Within the block (in this thread), a save waiting for its group calls `release` first and
+    `reacquire` once woken."""
+    reset = _WHILE_WAITING.set((release, reacquire))
+    try:
+        yield
+    finally:
+        _WHILE_WAITING.reset(reset)
 
 
 def grouping() -> bool:
@@ -77,7 +95,15 @@ class GroupCommit:
             finally:
                 self._hand_on()
         assert member.ready is not None
-        member.ready.wait()
+        hand_back = _WHILE_WAITING.get()
+        if hand_back is None:
+            member.ready.wait()
+        else:
+            hand_back[0]()
+            try:
+                member.ready.wait()
+            finally:
+                hand_back[1]()
         if member.lead:
             self._lead()
         if member.error is not None:
