@@ -17,7 +17,8 @@ from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChang
 from ..domain.session import Session, change_reason, session_stream
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
-from ..storage.group_commit import GroupCommit, giving_back
+from ..storage.group_commit import GroupCommit
+from ..storage.group_commit import giving_back as giving_back  # for the asyncio API, which may not import storage
 from ..storage.store import TurnlogApplication
 from .recorder import Recorder
 
