@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, 
 from .api import CLOSE_WAIT_S, Turnlog
 from .commands.awaiting import on_loop
 from .commands.compaction import Compaction
+from .commands.context import giving_back
 from .commands.delivery import takes_idempotency_key
 from .commands.lease import LeaseToken
 from .commands.slash import CommandResult
@@ -73,7 +74,8 @@ class AsyncTurnlog:
         return await loop.run_in_executor(self._threads, functools.partial(self._slotted, fn, *args, **kwargs))
 
     def _slotted(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with self._slots:
+        # A save waiting for its group commit gives the slot back, so that the group can grow.
+        with self._slots, giving_back(self._slots.release, self._slots.acquire):
             return fn(*args, **kwargs)
 
     def _wait(self, future: Any) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness import never_called, procs
+from grouping import Transactions, source as group_source
 from key_race import run as race_on_one_key
 from turnlog import LeaseTimeout, SessionSource, StaleLease, Turnlog
 
@@ -210,3 +211,29 @@ def test_a_closed_engine_leaves_the_log_for_the_next_one(backend, make_turnlog):
     first.close()
     with Turnlog(backend.db, views=backend.views()) as reopened:
         assert [r["session_key"] for r in reopened.routes()] == [first.routing_key(ALICE)]
+
+
+def test_a_group_commit_fails_only_its_stale_member(make_turnlog):
+    """Saves queued behind a commit share one transaction on either backend; a member whose lease
+    another gateway revoked is refused alone, the others are written."""
+    a = make_turnlog(owner="gateway-a")
+    b = make_turnlog(owner="gateway-b")
+    routed = a.get_or_create_session(ALICE)
+    token = a.turns.acquire_lease(routed.session_id, routed.session_key, timeout=0.05)
+    assert b.command(ALICE, "/stop").changed is True
+    tx = Transactions(a)
+    results = tx.group_behind(lambda: a.accept(group_source(0), "first"), [
+        lambda: a.accept(group_source(1), "one"),
+        lambda: a.turns.append_message(token, "assistant", "late reply"),
+        lambda: a.accept(group_source(2), "two")])
+    assert isinstance(results[2], StaleLease)
+    assert not [r for i, r in enumerate(results) if i != 2 and isinstance(r, Exception)]
+    assert tx.failed[0].count("InboundAccepted") == 2  # the group, refused on the stale renewal
+    assert {s.chat_id for s in b.pending_inbound()} == {"100", "101", "102"}
+    assert b.transcript(routed.session_id) == []
+
+    tx.written.clear()
+    results = tx.group_behind(lambda: a.accept(group_source(3), "three"),
+                              [lambda n=n: a.accept(group_source(n), f"{n}") for n in (4, 5, 6)])
+    assert not [r for r in results if isinstance(r, Exception)]
+    assert [topics.count("InboundAccepted") for topics in tx.written] == [1, 3]

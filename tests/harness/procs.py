@@ -5,7 +5,8 @@ ManualClock at the time the parent chose, so several boots are as far apart as t
 `kit.ready(**data)` tells the parent that the point to be killed at is reached, `kit.hang()`
 blocks until the kill, and `kit.kill_after_save(t, predicate)` makes the process SIGKILL itself
 right after committing a save that `predicate` picks (a crash between two commits);
-`kill_before_save` just before it, `kill_in_transaction` inside its transaction before the commit.
+`kill_before_save` just before it, `kill_in_transaction` inside its transaction before the commit;
+`kill_in_group` at the k-th transaction that group commit shares between several saves.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -98,6 +100,34 @@ class Kit:
                 self.kill_self()
             return positions
         recorder._insert_events = insert
+
+    def kill_in_group(self, t: Any, k: int, point: str) -> None:
+        """SIGKILL this process at the k-th group commit (one transaction for several threads'
+        saves): `point` "in_transaction" once its rows are written, before the commit;
+        "after_commit" once it is committed, before any member's thread is woken (so none has
+        sent or acknowledged what its save recorded)."""
+        if point not in ("in_transaction", "after_commit"):
+            raise ValueError(f"unknown kill point {point!r}")
+        app, recorder = t.app, t.app.recorder
+        groups = [0]
+        killing = threading.local()
+        put_group, insert = app.put_group, recorder._insert_events
+
+        def grouped(group: Any) -> Any:
+            groups[0] += 1
+            killing.now = groups[0] == k and point == "in_transaction"
+            result = put_group(group)
+            if groups[0] == k:
+                self.kill_self()
+            return result
+
+        def inserting(c: Any, stored_events: Any, **kwargs: Any) -> Any:
+            positions = insert(c, stored_events, **kwargs)
+            if getattr(killing, "now", False):
+                self.kill_self()
+            return positions
+        app.put_group = grouped
+        recorder._insert_events = inserting
 
 
 _BOOT = """

@@ -17,6 +17,8 @@ from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChang
 from ..domain.session import Session, change_reason, session_stream
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
+from ..storage.group_commit import GroupCommit
+from ..storage.group_commit import giving_back as giving_back  # for the asyncio API, which may not import storage
 from ..storage.store import TurnlogApplication
 from .recorder import Recorder
 
@@ -39,6 +41,7 @@ class CommandContext:
     new_session_id: SessionIdFactory
     config: EngineConfig
     cache: AggregateCache = field(init=False)
+    commits: GroupCommit = field(init=False)  # concurrent saves of this process share transactions
     known_key_settings: KeySettings | None = field(default=None, init=False)  # as last read (key_settings)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
     session_listeners: list[SessionListener] = field(default_factory=list)
@@ -46,6 +49,7 @@ class CommandContext:
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)
+        self.commits = GroupCommit(self.app)
 
     def get(self, aggregate_id: UUID, fresh: bool = True) -> Any | None:
         """fresh=False only where a save of this aggregate follows (see AggregateCache)."""
@@ -70,13 +74,17 @@ class CommandContext:
         return settings
 
     def save(self, *items: Any, **recorder_options: Any) -> int:
-        """Save in one transaction; returns the log position of the last event written.
-        `recorder_options` go to the recorder's insert, in the same transaction (an archive's
-        `remove_rows`, a restore's `restore_rows`: storage/recorder.py)."""
+        """Save in one transaction (shared with other threads' saves made at the same moment:
+        group_commit.py); returns the log position of the last event written. `recorder_options`
+        go to the recorder's insert, in a transaction of its own (an archive's `remove_rows`, a
+        restore's `restore_rows`: storage/recorder.py)."""
         if self.read_only:
             raise ReadOnlyDatabase("this turnlog database is open read-only: the change was not recorded")
         try:
-            recordings = self.app.save(*items, **recorder_options)
+            if recorder_options:
+                recordings = self.app.save(*items, **recorder_options)
+            else:
+                recordings = self.commits.save(items)
         except IntegrityError:
             for item in items:
                 if isinstance(item, Aggregate):

@@ -28,6 +28,11 @@ class TurnlogApplication(Application):
         """The library's save, without its per-object runtime Protocol checks (about a third of
         the cost of a small save) and snapshotting the saved aggregate instead of reloading it.
         Events go through the public event store (`events.put`); no repository cache is in use."""
+        return self.put_collected(self.collect(*objs), **kwargs)
+
+    @staticmethod
+    def collect(*objs: Any) -> ProcessingEvent:
+        """The pending events of `objs` (aggregates or events), taken off the aggregates."""
         processing: ProcessingEvent[UUID] = ProcessingEvent()
         for obj in objs:
             if isinstance(obj, Aggregate):
@@ -35,10 +40,24 @@ class TurnlogApplication(Application):
                 processing.aggregates[obj.id] = obj
             elif obj is not None:
                 processing.events.append(obj)
+        return processing
+
+    def put_collected(self, processing: ProcessingEvent, **kwargs: Any) -> list[Recording]:
         processing.saved_kwargs.update(kwargs)
         recordings = self.events.put(processing.events, **processing.saved_kwargs)
-        self._snapshot_saved(processing)
+        self.snapshot_saved(processing)
         return recordings
+
+    def put_group(self, group: list[ProcessingEvent]) -> list[list[Recording]]:
+        """Several saves' events in one transaction (group_commit.py): all of them or none; each
+        save's recordings, in order. Their snapshots are left to `snapshot_saved`, save by save,
+        so that a snapshot's failure cannot pass for the failure of the events' transaction."""
+        recordings = self.events.put([event for processing in group for event in processing.events])
+        split, start = [], 0
+        for processing in group:
+            split.append(recordings[start:start + len(processing.events)])
+            start += len(processing.events)
+        return split
 
     def stream_version(self, originator_id: UUID) -> int:
         """The version a stream has reached in the log (0: none of its events yet), without
@@ -46,7 +65,8 @@ class TurnlogApplication(Application):
         last = self.recorder.select_events(originator_id, desc=True, limit=1)
         return int(last[0].originator_version) if last else 0
 
-    def _snapshot_saved(self, processing: ProcessingEvent) -> None:
+    def snapshot_saved(self, processing: ProcessingEvent) -> None:
+        """Snapshot the saved aggregates whose new version is on a snapshotting interval."""
         if self.snapshots is None:
             return
         for event in processing.events:
