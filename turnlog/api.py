@@ -39,13 +39,14 @@ from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate, message_fates
-from .commands.turn import Responder, TurnOutcome, TurnParts
+from .commands.turn import Responder, RunningTurns, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
 from .storage import backup as backups, log_copy
 from .storage.backup import BackupReport, RestoreReport
 from .storage.log_copy import CopyReport
 from .turn_operations import TurnOperations
-from .config import EngineConfig
+from .config import GC_BETWEEN_TURNS, EngineConfig
+from .gc_turns import EngineTurns
 from .domain.transcript import transcript_id
 from .projections.usage import usage_of
 from .export import export_lineage, export_session
@@ -164,8 +165,10 @@ class Turnlog:
         self._keeper = Keeper(self._ctx, self._leases)
         self._inbound = InboundCommands(self._ctx, self._routing)
         self._delegations = DelegationCommands(self._ctx, self._routing, self._inbound, on_stop_delegation)
+        gc_turns = CountedTurns(EngineTurns(self._config.gc_mode == GC_BETWEEN_TURNS))  # ready below
         self._runner = TurnRunner(self._inbound, self._routing,
-                                  TurnParts(self._ctx, self._leases, self._deliveries, self._keeper),
+                                  TurnParts(self._ctx, self._leases, self._deliveries, self._keeper,
+                                            running=gc_turns),
                                   self._delegations)
         self._compaction = CompactionCommands(self._ctx, self._leases)
         self._batches = BatchCommands(self._runner)
@@ -198,6 +201,7 @@ class Turnlog:
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction)
+        gc_turns.engine.engine_ready()
 
     @property
     def owner(self) -> str:
@@ -990,6 +994,31 @@ class Turnlog:
         if session_id is None:
             raise NotFound(f"routing key {key_or_session!r} has no current session")
         return session_id
+
+
+class CountedTurns(RunningTurns):
+    """The engine's running turns, counted for the process's garbage collections (gc_turns.py)."""
+
+    def __init__(self, engine: EngineTurns) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def add(self, turn: Any) -> None:
+        self.engine.began(turn)
+        try:
+            super().add(turn)
+        except BaseException:
+            self.engine.ended(turn)
+            raise
+
+    def discard(self, turn: Any) -> None:
+        super().discard(turn)
+        self.engine.ended(turn)
+
+    def close(self, wait_s: float) -> list[Any]:
+        left = super().close(wait_s)
+        self.engine.engine_closed()
+        return left
 
 
 def _seconds_between(earlier: str, later: str) -> float:
