@@ -81,7 +81,7 @@ from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, bo
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .metrics import LogCounts, ProjectionLag, registry as metrics_registry
-from .projections.views import Views
+from .projections.views import COMMAND_READ_MODELS, Views
 
 DEFAULT_DB = "turnlog.db"
 CLOSE_WAIT_S = 5.0
@@ -186,7 +186,8 @@ class Turnlog:
         self.maintenance = Maintenance(self._projections, self._chain, read_only=read_only,
                                        display=self._backend.display, lock_wait=lock_wait)
         # Reads go through the views; writable, the facade catches the read models up first.
-        self._views = Views(self._projections, self._app, refresh=self.maintenance.catch_up)
+        self._views = Views(self._projections, self._app,
+                            refresh=lambda: self.maintenance.catch_up(COMMAND_READ_MODELS))
         self._gateways = GatewayRecords(self._ctx, self._leases, self._views)
         self._recovery = RecoveryCommands(self._ctx, self._leases, self._deliveries, self._views, self._gateways)
         self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
