@@ -57,7 +57,9 @@ def local_server(fsync: str) -> Any:
 def run_lane(location: str, views: str | None, sessions: int, turns: int, seed: int, lane: int, lanes: int,
              owner: str) -> dict[str, Any]:
     """This process's share of the workload: the sessions i with i % lanes == lane."""
-    _, _, rng, sources, order = prepare_workload(sessions, turns, seed, tempfile.mkdtemp(prefix="turnlog-pgb-"))
+    scratch = tempfile.mkdtemp(prefix="turnlog-pgb-")  # prepare_workload's folder: the log is elsewhere
+    _, _, rng, sources, order = prepare_workload(sessions, turns, seed, scratch)
+    shutil.rmtree(scratch, ignore_errors=True)
     work = []
     for n, index in enumerate(order):
         reply, text = assistant_text(rng), user_text(rng, n)
