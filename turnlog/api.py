@@ -41,7 +41,7 @@ from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.message_fates import MessageFate, message_fates
-from .commands.turn import Responder, TurnOutcome, TurnParts
+from .commands.turn import Responder, RunningTurns, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
 from .storage import backup as backups, dbfile, log_copy, reclaim
 from .storage.reclaim import Reclaimed
@@ -49,7 +49,8 @@ from .domain.retention import Retention, parse_duration
 from .storage.backup import BackupReport, RestoreReport
 from .storage.log_copy import CopyReport
 from .turn_operations import TurnOperations
-from .config import EngineConfig
+from .config import GC_BETWEEN_TURNS, EngineConfig
+from .gc_turns import EngineTurns
 from .domain.transcript import transcript_id
 from .projections.usage import usage_of
 from .export import export_lineage, export_session
@@ -84,7 +85,7 @@ from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, bo
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
 from .metrics import LogCounts, ProjectionLag, registry as metrics_registry
-from .projections.views import Views
+from .projections.views import COMMAND_READ_MODELS, Views
 
 DEFAULT_DB = "turnlog.db"
 CLOSE_WAIT_S = 5.0
@@ -168,8 +169,10 @@ class Turnlog:
         self._keeper = Keeper(self._ctx, self._leases)
         self._inbound = InboundCommands(self._ctx, self._routing)
         self._delegations = DelegationCommands(self._ctx, self._routing, self._inbound, on_stop_delegation)
+        gc_turns = CountedTurns(EngineTurns(self._config.gc_mode == GC_BETWEEN_TURNS))  # ready below
         self._runner = TurnRunner(self._inbound, self._routing,
-                                  TurnParts(self._ctx, self._leases, self._deliveries, self._keeper),
+                                  TurnParts(self._ctx, self._leases, self._deliveries, self._keeper,
+                                            running=gc_turns),
                                   self._delegations)
         self._compaction = CompactionCommands(self._ctx, self._leases)
         self._batches = BatchCommands(self._runner)
@@ -187,7 +190,8 @@ class Turnlog:
         self.maintenance = Maintenance(self._projections, self._chain, read_only=read_only,
                                        display=self._backend.display, lock_wait=lock_wait)
         # Reads go through the views; writable, the facade catches the read models up first.
-        self._views = Views(self._projections, self._app, refresh=self.maintenance.catch_up)
+        self._views = Views(self._projections, self._app,
+                            refresh=lambda: self.maintenance.catch_up(COMMAND_READ_MODELS))
         self._gateways = GatewayRecords(self._ctx, self._leases, self._views)
         self._recovery = RecoveryCommands(self._ctx, self._leases, self._deliveries, self._views, self._gateways)
         self._boots = BootCommands(self._ctx, self._gateways, self._recovery, keeper=self._keeper)
@@ -206,6 +210,7 @@ class Turnlog:
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
                                     CommandReplies(self._ctx, self._routing, self._deliveries))
+        gc_turns.engine.engine_ready()
 
     @property
     def owner(self) -> str:
@@ -1066,6 +1071,29 @@ def _duration(value: str | timedelta | None, name: str) -> timedelta | None:
         return parse_duration(value)
     except ValueError as e:
         raise InvalidRequest(f"{name}: {e}") from None
+class CountedTurns(RunningTurns):
+    """The engine's running turns, counted for the process's garbage collections (gc_turns.py)."""
+
+    def __init__(self, engine: EngineTurns) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def add(self, turn: Any) -> None:
+        self.engine.began(turn)
+        try:
+            super().add(turn)
+        except BaseException:
+            self.engine.ended(turn)
+            raise
+
+    def discard(self, turn: Any) -> None:
+        super().discard(turn)
+        self.engine.ended(turn)
+
+    def close(self, wait_s: float) -> list[Any]:
+        left = super().close(wait_s)
+        self.engine.engine_closed()
+        return left
 
 
 def _seconds_between(earlier: str, later: str) -> float:

@@ -8,6 +8,7 @@ time of all of that.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform as _platform
 import random
@@ -19,6 +20,8 @@ import time
 from typing import Any, Callable
 
 from .api import Turnlog
+from .config import GC_BETWEEN_TURNS, GC_MODES, EngineConfig
+from .gc_turns import in_turn
 from .search_timing import run_search_mix
 from .workload import assistant_text, build_sources, turn_order, user_text
 
@@ -70,11 +73,41 @@ def prepare_workload(sessions: int, turns: int, seed: int, workdir: str | None
     return home, db, rng, build_sources(sessions, rng), turn_order(sessions, turns, rng)
 
 
+class FullCollections:
+    """The full (generation-2) garbage collections while it is on (`gc.callbacks`): how long each
+    took, and whether a turn was running (turnlog.gc_turns.in_turn)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[float, bool]] = []
+        self._start = 0.0
+
+    def __enter__(self) -> "FullCollections":
+        gc.callbacks.append(self._probe)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        gc.callbacks.remove(self._probe)
+
+    def _probe(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append(((time.perf_counter() - self._start) * 1000, in_turn()))
+
+    def summary(self) -> dict[str, Any]:
+        ms = [p for p, _ in self.pauses]
+        return {"full_collections": len(ms), "in_turns": sum(1 for _, inside in self.pauses if inside),
+                "max_ms": round(max(ms), 1) if ms else 0.0, "total_ms": round(sum(ms), 1)}
+
+
 def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = None,
               progress: Progress | None = None, keep: bool = False, metrics: bool = False,
-              traces: bool = False) -> dict[str, Any]:
+              traces: bool = False, gc_mode: str = GC_BETWEEN_TURNS) -> dict[str, Any]:
     """`metrics`: the turns measured for a scrape (Turnlog.metrics() first, one scrape timed at the
-    end); `traces`: every turn's spans recorded by the OpenTelemetry SDK (exported to nowhere)."""
+    end); `traces`: every turn's spans recorded by the OpenTelemetry SDK (exported to nowhere);
+    `gc_mode`: the engine's (EngineConfig.gc_mode); the workload's full collections are reported."""
     if sessions < 1 or turns < 1:
         raise ValueError("--sessions and --turns must be at least 1")
     home, db, rng, sources, order = prepare_workload(sessions, turns, seed, workdir)
@@ -86,8 +119,9 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         sent += 1
 
     provider = _discarding_tracer_provider() if traces else None
-    t = Turnlog(db, owner="bench", tracer_provider=provider)
+    t = Turnlog(db, owner="bench", tracer_provider=provider, config=EngineConfig(gc_mode=gc_mode))
     registry = t.metrics() if metrics else None
+    collections = FullCollections().__enter__()
     start = time.perf_counter()
     for n, index in enumerate(order):
         source = sources[index]
@@ -100,6 +134,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         if progress is not None and (n + 1) % 100 == 0:
             progress(n + 1, len(order))
     wall = time.perf_counter() - start
+    collections.__exit__()
     catch_up_t0 = time.perf_counter()
     t.maintenance.catch_up()
     catch_up_s = time.perf_counter() - catch_up_t0
@@ -136,7 +171,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         "machine": {"cpus": os.cpu_count(), "platform": _platform.platform()},
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed, "metrics": metrics,
-                   "traces": traces},
+                   "traces": traces, "gc_mode": gc_mode},
         "turns_done": len(order),
         "replies_sent": sent,
         "events": events,
@@ -145,6 +180,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
         "turn_latency_ms": {"p50": round(percentile(lat_ms, 50), 3), "p90": round(percentile(lat_ms, 90), 3),
                             "p99": round(percentile(lat_ms, 99), 3), "max": round(max(lat_ms), 3),
                             "mean": round(statistics.fmean(lat_ms), 3)},
+        "full_gc_in_workload": collections.summary(),
         "accept_latency_ms": {"p50": round(percentile(accept_ms, 50), 3), "p99": round(percentile(accept_ms, 99), 3),
                               "accepts": len(accept_ms)},
         "projection_catch_up_s": round(catch_up_s, 3),

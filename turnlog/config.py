@@ -23,6 +23,8 @@ BackgroundGuard = Callable[[str, str], "bool | Iterable[datetime]"]
 # or (summary, model); may be a coroutine function. Its `.model` attribute names its model.
 Summariser = Callable[[Sequence[Any], "str | None"], Any]
 COMPRESSION_MODES = ("in_place", "rotate")
+GC_BETWEEN_TURNS = "between_turns"
+GC_MODES = (GC_BETWEEN_TURNS, "default")  # turnlog/gc_turns.py
 
 DEFAULT_LEASE_TIMEOUT_S = 1800.0
 DEFAULT_LEASE_TTL_S = 30.0
@@ -86,6 +88,10 @@ class EngineConfig:
     # `older_than` ago, or idle more than `idle_for`; and what a message on an archived session's
     # key does (`archived_key_policy`: "new" session, or "restore" the archive first).
     retention: Retention = field(default_factory=Retention)
+    # Full garbage collections (tens of ms) out of turns: "between_turns" freezes what start-up
+    # made and runs them when no turn is running in the process (turnlog/gc_turns.py);
+    # "default": the interpreter's own, whenever an allocation sets one off.
+    gc_mode: str = GC_BETWEEN_TURNS
 
     def key_settings(self) -> KeySettings:
         """The flags this config says, the defaults where it says nothing (the log's, once recorded, win)."""
@@ -112,6 +118,8 @@ class EngineConfig:
                              f" got {self.compression_mode!r}")
         if not isinstance(self.retention, Retention):
             raise ValueError(f"retention must be a Retention, got {self.retention!r}")
+        if self.gc_mode not in GC_MODES:
+            raise ValueError(f"gc_mode must be one of {', '.join(GC_MODES)}, got {self.gc_mode!r}")
         if self.summariser is not None and not callable(self.summariser):
             raise ValueError(f"summariser must be callable, got {self.summariser!r}")
 

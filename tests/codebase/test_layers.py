@@ -25,7 +25,7 @@ from pathlib import Path
 
 from test_import_graph import ROOT, edges, module_name, modules
 
-BASE = {"clock", "config", "gc_pause", "logs"}
+BASE = {"clock", "config", "gc_pause", "gc_turns", "logs"}
 SERVICES = {"timetravel", "export", "maintenance", "metrics"}
 TOOLS = {"ingest", "bench", "bench_concurrent", "demo", "workload", "search_timing"}
 API = {"api", "turn_operations", "gateway_status", "agent_cache", "memory"}
@@ -37,6 +37,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "domain": {"errors"},
     "clock": set(),
     "gc_pause": set(),
+    "gc_turns": set(),
     "logs": set(),
     "config": {"domain", "errors"},
     "storage": {"domain", "errors"},

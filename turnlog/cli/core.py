@@ -13,6 +13,7 @@ import orjson
 
 from .base import cell, command, echo_table, engine, visible, write_output
 from .output import Output, limit_option, output_options
+from ..bench import GC_BETWEEN_TURNS, GC_MODES
 from .. import AmbiguousKey, SessionOwnedElsewhere, SessionSource, resolve_routing_key
 
 
@@ -304,9 +305,11 @@ def _origin_of(file: Any) -> str:
               help="Measure the turns for a metrics scrape (needs prometheus-client), and time one scrape.")
 @click.option("--traces/--no-traces", default=False, show_default=True,
               help="Record every turn's spans with the OpenTelemetry SDK (exported to nowhere).")
+@click.option("--gc-mode", type=click.Choice(GC_MODES), default=GC_BETWEEN_TURNS, show_default=True,
+              help="The engine's gc_mode: full garbage collections between turns, or the interpreter's own.")
 @output_options
 def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency: int, metrics: bool, traces: bool,
-          out: Output) -> None:
+          gc_mode: str, out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
     from ..bench import run_bench
     from ..bench_concurrent import run_concurrent_bench
@@ -322,7 +325,7 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
         try:
             result = (run_concurrent_bench(sessions, turns, seed, concurrency, workdir=workdir, progress=progress)
                       if concurrency else run_bench(sessions, turns, seed, workdir=workdir, progress=progress,
-                                                    metrics=metrics, traces=traces))
+                                                    metrics=metrics, traces=traces, gc_mode=gc_mode))
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     if concurrency:

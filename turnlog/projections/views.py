@@ -4,8 +4,10 @@
 leases_views, route_history_views, timeline_query, search_query) over one runner's connection,
 each read under the runner's lock.
 Reads never write: nothing here catches the read models up or seals the hash chain. Who does:
-- a writable `Turnlog`'s read methods call `Turnlog.maintenance.catch_up()` first (read-your-writes), and so
-  does recovery (`refresh`, given by the facade) before it looks for candidates;
+- a writable `Turnlog`'s read methods call `Turnlog.maintenance.catch_up()` first (read-your-writes);
+  the engine's own commands (recovery at a boot, the sweep, titles) call `refresh`, given by the
+  facade, which catches up only the read models they read (COMMAND_READ_MODELS): a new node's
+  boot does not wait for its full-text index and timeline to fill;
 - a read-only `Turnlog` never does: its views read as of the read models' positions.
 Transcripts are read from the search projection's table and, past its position, from the log
 (always current, at any version; search_views.py).
@@ -32,6 +34,11 @@ from .ledger_views import DeliveryRow, OwedDelivery
 from .leases_views import LeaseRow
 from .queue_views import ItemRef, QueueDepth, QueueItemRow
 from .search_hit import SearchHit
+
+
+# What the commands read through Views; the rest (search, timeline, route history, counts) only
+# the facade's reads, which catch everything up first.
+COMMAND_READ_MODELS = ("routes", "sessions", "queue", "ledger", "leases", "delegations")
 
 
 def message_row(e: Any) -> dict[str, Any]:
