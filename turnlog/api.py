@@ -1071,6 +1071,8 @@ def _duration(value: str | timedelta | None, name: str) -> timedelta | None:
         return parse_duration(value)
     except ValueError as e:
         raise InvalidRequest(f"{name}: {e}") from None
+
+
 class CountedTurns(RunningTurns):
     """The engine's running turns, counted for the process's garbage collections (gc_turns.py)."""
 
