@@ -244,3 +244,8 @@ def prepare(path: str, *, read_only: bool, create_missing: bool, views_only: boo
     if not read_only and not writable(path):
         raise ReadOnlyDatabase(f"{path} is read-only (this needs to write to it)")
     return identity
+
+
+def read_connection(path: str) -> sqlite3.Connection:
+    """A connection that can only read `path` (through its write-ahead log when it has one)."""
+    return _connect_ro(path)
