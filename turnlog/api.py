@@ -1183,9 +1183,11 @@ def open(location: str | os.PathLike[str] = DEFAULT_DB, **options: Any) -> Turnl
 
 
 def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> RestoreReport:
+            progress: Callable[[int, int], None] | None = None, master_key: MasterKey = None) -> RestoreReport:
     """Put the backup file `backup` (made by `Turnlog.backup`) in place of the SQLite database
     `db`: the backup is verified first (SQLite's check and its hash chain), then renamed into
     place in one step. A database already at `db` is replaced only with `force`, and never while
-    another process has it open (DatabaseInUse)."""
-    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress)
+    another process has it open (DatabaseInUse). The backup of an encrypted database names its
+    master key's fingerprint; it is restored only with that key at hand (`master_key`,
+    TURNLOG_MASTER_KEY or the key file `<db>.key`), else EncryptionKeyMissing and nothing changes."""
+    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress, master_key=master_key)

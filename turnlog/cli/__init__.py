@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import audit
 from . import backups
 from . import core
+from . import crypto
 from . import delegations
 from . import edits
 from . import hermes
@@ -34,6 +35,7 @@ FAMILIES = (
     edits,
     projections,
     backups,
+    crypto,
     hermes,
     metrics,
     rekey,

@@ -71,6 +71,8 @@ def restore(ctx: click.Context, backup_path: str, force: bool, out: Output) -> N
         out.line(f"restored {report.backup} to {report.path} ({what}): {report.events} events"
                  f" (head position {report.head}); chain: ok")
         out.line(f"sha256: {report.sha256}")
+        if report.key_fingerprint:
+            out.line(f"master key {report.key_fingerprint}: at hand")
     out.record(report.to_dict(), text)
 
 

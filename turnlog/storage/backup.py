@@ -28,6 +28,8 @@ from typing import Any, Callable
 from ..errors import DatabaseInUse, StoreError
 from . import dbfile
 from .chain import ChainSealer
+from .encryption import file_fingerprint, require_key
+from .keys import MasterKey, key_file
 from .sqlite_backend import SqliteBackend
 
 Progress = Callable[[int, int], None]
@@ -124,16 +126,21 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
                         head=checked.head, chain_ok=True, taken_at=taken_at)
 
 
-def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None) -> RestoreReport:
+def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None,
+            master_key: MasterKey = None) -> RestoreReport:
     """Put the backup file `backup` in place of the SQLite database `target` (a path or an
     `sqlite:` URL): verified first, the swap one rename. A database already there is replaced
-    only with `force`, never while in use."""
+    only with `force`, never while in use. The backup of an encrypted database is restored only
+    when its master key is at hand (`master_key`, TURNLOG_MASTER_KEY or `<target>.key`)."""
     if target.startswith(("postgresql://", "postgres://")):
         raise StoreError("a PostgreSQL log is restored with pg_restore (docs/operations.md)")
     target = SqliteBackend.from_path(target).path
     if not os.path.lexists(backup):
         raise StoreError(f"no backup file at {backup}")
     dbfile.identify(backup)  # one line for a file that is not a turnlog database
+    needed = file_fingerprint(backup)
+    if needed is not None:
+        require_key(needed, master_key, key_file(target), backup)
     exists = os.path.lexists(target)
     if exists:
         dbfile.refuse_unless_regular(target)
@@ -163,7 +170,7 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
     finally:
         _remove(tmp)
     return RestoreReport(path=target, backup=backup, sha256=digest, events=checked.events, head=checked.head,
-                         replaced=exists)
+                         replaced=exists, key_fingerprint=needed)
 
 
 def refuse_if_in_use(path: str) -> None:

@@ -65,25 +65,35 @@ def _check(marker_fp: str, key: bytes | None, source: str, display: str, key_pat
     return key
 
 
+def file_fingerprint(path: str) -> str | None:
+    """The master-key fingerprint an SQLite database file needs (None: not encrypted), read
+    without writing."""
+    try:
+        conn = dbfile.read_connection(path)
+        try:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (META,)).fetchone():
+                return None
+            row = conn.execute(f"SELECT fingerprint FROM {META} WHERE id = 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None  # dbfile judges the file; the library's open reports what is wrong
+    return row[0] if row else None
+
+
+def require_key(needed: str, master_key: MasterKey, key_path: str | None, display: str) -> None:
+    key, source = resolve_master_key(master_key, key_path)
+    _check(needed, key, source, display, key_path)
+
+
 def refuse_without_key(backend: Any, master_key: MasterKey) -> None:
     """For an SQLite file, before the library opens it: an encrypted one without its master key
     is refused having read only its marker and written nothing."""
     if not isinstance(backend, SqliteBackend) or backend.callers_own() or not os.path.exists(backend.path):
         return
-    try:
-        conn = dbfile.read_connection(backend.path)
-        try:
-            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (META,)).fetchone():
-                return
-            row = conn.execute(f"SELECT fingerprint FROM {META} WHERE id = 1").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return  # dbfile judged the file already; the library's open reports what is wrong
-    if row is not None:
-        key_path = key_path_of(backend)
-        key, source = resolve_master_key(master_key, key_path)
-        _check(row[0], key, source, backend.display, key_path)
+    needed = file_fingerprint(backend.path)
+    if needed is not None:
+        require_key(needed, master_key, key_path_of(backend), backend.display)
 
 
 def attach(app: Any, backend: Any, master_key: MasterKey, *, read_only: bool, enable: bool | None) -> Encryption | None:
