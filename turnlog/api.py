@@ -43,7 +43,7 @@ from .commands.turn import Responder, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
 from .storage import backup as backups, log_copy
 from .storage import encryption as encryption_setup
-from .storage.keys import MasterKey
+from .storage.keys import MasterKey, asked_once
 from .commands.erasure import EraseCommands
 from .domain.sealing import parse_subject, subject_of
 from .domain.session import session_stream
@@ -194,7 +194,7 @@ class Turnlog:
                                                                         create_missing=create and not read_only)
         self._config = config or EngineConfig()
         self._clock = clock or SystemClock()
-        self._master_key = master_key
+        self._master_key = master_key = asked_once(master_key)
         encryption_setup.refuse_without_key(self._backend, master_key)
         self._app = self._backend.open_application()
         try:

@@ -2,8 +2,8 @@
 anything reads or writes (keys.py holds the keys, sealing_mapper.py the sealing).
 
 A database made by this turnlog is encrypted from its first event, unless `encryption=False`
-or TURNLOG_ENCRYPTION=0 (a database given as the caller's own SQLite URI is encrypted only
-when a master key is given, by `master_key` or TURNLOG_MASTER_KEY: no file can sit beside it).
+or TURNLOG_ENCRYPTION=0. A PostgreSQL log, or the caller's own SQLite URI, is encrypted only
+when a master key is given (`master_key` or TURNLOG_MASTER_KEY): no key file is kept for them.
 An existing unencrypted database stays so until `turnlog encrypt` (`start`): from then on new
 events are sealed; the events before stay as they were stored, since the hash chain covers
 their stored bytes and rewriting them would break it.
@@ -42,11 +42,11 @@ def enabled_by_default() -> bool:
 
 
 def key_path_of(backend: Any) -> str | None:
-    if isinstance(backend, SqliteBackend):
-        return None if backend.callers_own() else key_file(backend.path)
-    if isinstance(backend, PostgresBackend):
-        views = backend.views_path
-        return None if views.startswith("file:") or ":memory:" in views else key_file(views)
+    """The key file beside the database; None for a PostgreSQL log (its processes run on several
+    hosts, each with its own read-model file: a key file beside one would not open the log on
+    the others, so its key is given by master_key or TURNLOG_MASTER_KEY) and for the caller's own URI."""
+    if isinstance(backend, SqliteBackend) and not backend.callers_own():
+        return key_file(backend.path)
     return None
 
 

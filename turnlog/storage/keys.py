@@ -62,6 +62,19 @@ def encode_key(key: bytes) -> str:
     return base64.b64encode(key).decode()
 
 
+def asked_once(given: MasterKey) -> MasterKey:
+    """A master-key callable asked at most once per open (a KMS call is slow, and may be billed)."""
+    if not callable(given):
+        return given
+    answer: list[bytes] = []
+
+    def once() -> bytes:
+        if not answer:
+            answer.append(given())
+        return answer[0]
+    return once
+
+
 def resolve_master_key(given: MasterKey, file_path: str | None) -> tuple[bytes | None, str]:
     """The master key at hand and where it came from ("callable", "env", "file", "none")."""
     if given is not None:
