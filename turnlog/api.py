@@ -888,7 +888,9 @@ class Turnlog:
         two logs event by event, verify the target's chain and rebuild its read models. Killed
         midway, a second call goes on from the target's head. Events written here after the copy
         began are left for the next call (stop the gateways first). `batch` events are written per
-        transaction (default 2000); `progress(done, total)` is called after each."""
+        transaction (default 2000); `progress(done, total)` is called after each. An encrypted
+        log's key tables go with it (the same master key opens the copy; a key file is written
+        beside an SQLite copy when the source has one; a PostgreSQL copy needs TURNLOG_MASTER_KEY)."""
         if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
             raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
         started = time.perf_counter()
@@ -902,10 +904,13 @@ class Turnlog:
         try:
             resumed_from, copied = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
                                                         progress=progress)
+            if self._encryption is not None:  # after the events: a target that is another log was refused
+                encryption_setup.copy_keys(self._encryption, app, target)
             events = log_copy.compare(self._app, app, stop=stop)
         finally:
             app.close()
-        with Turnlog(location, views=views, clock=self._clock, config=self._config) as there:
+        master = self._encryption.keys.master if self._encryption is not None else None
+        with Turnlog(location, views=views, clock=self._clock, config=self._config, master_key=master) as there:
             chain = there.maintenance.verify_chain()
             if chain.breaks:
                 raise ChainBroken(f"the copy's hash chain does not verify at position {chain.breaks[0].position}"
@@ -1183,11 +1188,14 @@ def open(location: str | os.PathLike[str] = DEFAULT_DB, **options: Any) -> Turnl
 
 
 def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force: bool = False,
-            progress: Callable[[int, int], None] | None = None, master_key: MasterKey = None) -> RestoreReport:
+            progress: Callable[[int, int], None] | None = None, master_key: MasterKey = None,
+            key_file: str | os.PathLike[str] | None = None) -> RestoreReport:
     """Put the backup file `backup` (made by `Turnlog.backup`) in place of the SQLite database
     `db`: the backup is verified first (SQLite's check and its hash chain), then renamed into
     place in one step. A database already at `db` is replaced only with `force`, and never while
     another process has it open (DatabaseInUse). The backup of an encrypted database names its
     master key's fingerprint; it is restored only with that key at hand (`master_key`,
-    TURNLOG_MASTER_KEY or the key file `<db>.key`), else EncryptionKeyMissing and nothing changes."""
-    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress, master_key=master_key)
+    TURNLOG_MASTER_KEY, the key file `<db>.key`, or `key_file`, which is then copied beside the
+    restored database as `<db>.key`), else EncryptionKeyMissing and nothing changes."""
+    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress, master_key=master_key,
+                           key_file_path=os.fspath(key_file) if key_file is not None else None)

@@ -29,7 +29,7 @@ from ..errors import DatabaseInUse, StoreError
 from . import dbfile
 from .chain import ChainSealer
 from .encryption import file_fingerprint, require_key
-from .keys import MasterKey, key_file
+from .keys import MasterKey, key_file, read_key_file, write_key_file
 from .sqlite_backend import SqliteBackend
 
 Progress = Callable[[int, int], None]
@@ -127,20 +127,18 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
 
 
 def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None,
-            master_key: MasterKey = None) -> RestoreReport:
+            master_key: MasterKey = None, key_file_path: str | None = None) -> RestoreReport:
     """Put the backup file `backup` in place of the SQLite database `target` (a path or an
     `sqlite:` URL): verified first, the swap one rename. A database already there is replaced
     only with `force`, never while in use. The backup of an encrypted database is restored only
-    when its master key is at hand (`master_key`, TURNLOG_MASTER_KEY or `<target>.key`)."""
+    when its master key is at hand (`master_key`, TURNLOG_MASTER_KEY or `<target>.key`), or is
+    in `key_file_path`, which is then copied beside the restored database as `<target>.key`."""
     if target.startswith(("postgresql://", "postgres://")):
         raise StoreError("a PostgreSQL log is restored with pg_restore (docs/operations.md)")
     target = SqliteBackend.from_path(target).path
     if not os.path.lexists(backup):
         raise StoreError(f"no backup file at {backup}")
     dbfile.identify(backup)  # one line for a file that is not a turnlog database
-    needed = file_fingerprint(backup)
-    if needed is not None:
-        require_key(needed, master_key, key_file(target), backup)
     exists = os.path.lexists(target)
     if exists:
         dbfile.refuse_unless_regular(target)
@@ -150,6 +148,13 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
     folder = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(folder):
         raise StoreError(f"cannot restore to {target}: directory {folder} does not exist")
+    needed = file_fingerprint(backup)
+    install = None
+    if key_file_path is not None:
+        install = read_key_file(key_file_path)
+        master_key = master_key or install
+    if needed is not None:
+        require_key(needed, master_key, key_file(target), backup)
     tmp = _beside(target, "restoring")
     try:
         _copy(backup, tmp)
@@ -165,6 +170,8 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
             refuse_if_in_use(target)  # again, just before the swap
             _fold_in_wal(target)
         os.replace(tmp, target)
+        if install is not None and needed is not None and not os.path.exists(key_file(target)):
+            write_key_file(key_file(target), install)
         _fsync_folder(target)
         _step(progress, 3)
     finally:

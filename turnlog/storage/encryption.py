@@ -19,7 +19,7 @@ from typing import Any
 from ..domain.sealing import fingerprint
 from ..errors import EncryptionKeyMissing, InvalidRequest, StoreError
 from . import dbfile
-from .keys import META, KeyStore, KeyTables, MasterKey, Marker, key_file, new_key, resolve_master_key, write_key_file
+from .keys import DATA_KEYS, META, KeyStore, KeyTables, MasterKey, Marker, key_file, new_key, resolve_master_key, write_key_file
 from .postgres_backend import PostgresBackend
 from .sealing_mapper import Sealer, SealingMapper
 from .sqlite_backend import SqliteBackend
@@ -184,3 +184,21 @@ def purge_snapshots(app: Any) -> None:
     table = snapshots.recorder.events_table_name
     with app.recorder.datastore.transaction(commit=True) as c:
         c.execute(f"DELETE FROM {table}")
+
+
+def copy_keys(enc: Encryption, target_app: Any, target: Any) -> None:
+    """Give a copy of the log the key tables its sealed events need (the rows as they are: the
+    same master key opens them), and the key file beside it when the source keeps one."""
+    tables = tables_of(target_app, target)
+    source = enc.keys.tables
+    marker = source.rows(f"SELECT id, scheme, fingerprint, hash_key, since, created_at FROM {META}")
+    keys = source.rows(f"SELECT key_id, subject_hash, wrapped, created_at, erased_at FROM {DATA_KEYS}")
+    tables.write([*tables.create_statements(),
+                  *[(f"INSERT INTO {META} (id, scheme, fingerprint, hash_key, since, created_at) VALUES"
+                     " (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", tuple(row)) for row in marker],
+                  *[(f"INSERT INTO {DATA_KEYS} (key_id, subject_hash, wrapped, created_at, erased_at) VALUES"
+                     " (?, ?, ?, ?, ?) ON CONFLICT (key_id) DO UPDATE SET wrapped = excluded.wrapped,"
+                     " erased_at = excluded.erased_at", tuple(row)) for row in keys]])
+    path = key_path_of(target)
+    if enc.source == "file" and path is not None and not os.path.exists(path):
+        write_key_file(path, enc.keys.master)

@@ -75,6 +75,14 @@ def asked_once(given: MasterKey) -> MasterKey:
     return once
 
 
+def read_key_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return decode_key(f.read(), path)
+    except OSError as e:
+        raise EncryptionKeyMissing(f"cannot read the master key file {path}: {e.strerror or e}") from None
+
+
 def resolve_master_key(given: MasterKey, file_path: str | None) -> tuple[bytes | None, str]:
     """The master key at hand and where it came from ("callable", "env", "file", "none")."""
     if given is not None:
@@ -86,11 +94,7 @@ def resolve_master_key(given: MasterKey, file_path: str | None) -> tuple[bytes |
     if text:
         return decode_key(text, ENV_KEY), "env"
     if file_path is not None and os.path.exists(file_path):
-        try:
-            with open(file_path, "rb") as f:
-                return decode_key(f.read(), file_path), "file"
-        except OSError as e:
-            raise EncryptionKeyMissing(f"cannot read the master key file {file_path}: {e.strerror or e}") from None
+        return read_key_file(file_path), "file"
     return None, "none"
 
 
