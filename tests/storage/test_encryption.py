@@ -127,3 +127,18 @@ def test_an_unencrypted_database_keeps_working_and_encrypt_seals_from_then_on(tm
     with Turnlog(db) as t:
         assert t.erase_subject("telegram:42", actor="test", cause="test", dry_run=True).plaintext_before == \
             report.since - 1
+
+
+def test_a_rotation_killed_before_its_key_file_moved_opens_with_the_new_key(make_turnlog, db):
+    t = make_turnlog()
+    t.handle_message(alice(), PHRASE, echo, collect([]))
+    old_key = open(db + ".key").read()
+    t.rotate_master_key()
+    new_key = open(db + ".key").read()
+    t.close()
+    # the state a kill between the database's commit and the file's move leaves
+    open(db + ".key.new", "w").write(new_key)
+    open(db + ".key", "w").write(old_key)
+    with Turnlog(db) as again:
+        assert again.transcript(again.session(alice()).session_id)[0]["content"] == PHRASE
+    assert open(db + ".key").read() == new_key and not os.path.exists(db + ".key.new")

@@ -19,7 +19,8 @@ from typing import Any
 from ..domain.sealing import fingerprint
 from ..errors import EncryptionKeyMissing, InvalidRequest, StoreError
 from . import dbfile
-from .keys import DATA_KEYS, META, KeyStore, KeyTables, MasterKey, Marker, key_file, new_key, resolve_master_key, write_key_file
+from .keys import (DATA_KEYS, META, KeyStore, KeyTables, MasterKey, Marker, key_file, new_key, read_key_file,
+                   resolve_master_key, write_key_file)
 from .postgres_backend import PostgresBackend
 from .sealing_mapper import Sealer, SealingMapper
 from .sqlite_backend import SqliteBackend
@@ -81,8 +82,22 @@ def file_fingerprint(path: str) -> str | None:
     return row[0] if row else None
 
 
-def require_key(needed: str, master_key: MasterKey, key_path: str | None, display: str) -> None:
+def _resolve(needed: str, master_key: MasterKey, key_path: str | None) -> tuple[bytes | None, str]:
+    """The key at hand; a rotation killed between its commit and moving the new key file into
+    place left the new key in `<db>.key.new`: it is used, and moved into place."""
     key, source = resolve_master_key(master_key, key_path)
+    pending = f"{key_path}.new" if key_path else None
+    if source in ("file", "none") and pending and os.path.exists(pending) and (
+            key is None or fingerprint(key) != needed):
+        found = read_key_file(pending)
+        if fingerprint(found) == needed:
+            os.replace(pending, key_path)  # type: ignore[arg-type]
+            return found, "file"
+    return key, source
+
+
+def require_key(needed: str, master_key: MasterKey, key_path: str | None, display: str) -> None:
+    key, source = _resolve(needed, master_key, key_path)
     _check(needed, key, source, display, key_path)
 
 
@@ -109,7 +124,7 @@ def attach(app: Any, backend: Any, master_key: MasterKey, *, read_only: bool, en
         if not want or (key_path is None and master_key is None and not os.environ.get("TURNLOG_MASTER_KEY")):
             return None
         return start(app, backend, master_key)
-    key, source = resolve_master_key(master_key, key_path)
+    key, source = _resolve(marker.fingerprint, master_key, key_path)
     key = _check(marker.fingerprint, key, source, backend.display, key_path)
     return _attach(app, KeyStore(tables, key, marker, read_only=read_only), source, key_path)
 
