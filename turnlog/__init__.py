@@ -33,7 +33,7 @@ from .domain.rekey import RekeyKept, RekeyMove
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
-from .errors import (AmbiguousKey, ChainBroken, EncryptionKeyMissing, CompactionFailed, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
+from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, EncryptionKeyMissing, GatewayStillRunning, HermesHomeError,
                      InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown, SessionBusy,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
@@ -72,7 +72,6 @@ __all__ = [
     "CancelToken",
     "ChainBreak",
     "ChainBroken",
-    "EncryptionKeyMissing",
     "ChainReport",
     "ChatType",
     "Clock",
@@ -86,6 +85,7 @@ __all__ = [
     "DatabaseInUse",
     "DEFAULT_DB",
     "DelegationRow",
+    "EncryptionKeyMissing",
     "EngineConfig",
     "EXPORT_FORMATS",
     "ExportReport",

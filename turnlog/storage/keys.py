@@ -293,9 +293,10 @@ class KeyStore:
         if len(new_master) != KEY_BYTES:
             raise InvalidRequest(f"a master key is {KEY_BYTES} bytes")
         rows = self.tables.rows(f"SELECT key_id, wrapped FROM {DATA_KEYS} WHERE wrapped IS NOT NULL")
-        statements = [(f"UPDATE {DATA_KEYS} SET wrapped = ? WHERE key_id = ?",
-                       (wrap(new_master, key_id, unwrap(self.master, key_id, bytes(wrapped))), key_id))
-                      for key_id, wrapped in rows]
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            (f"UPDATE {DATA_KEYS} SET wrapped = ? WHERE key_id = ?",
+             (wrap(new_master, key_id, unwrap(self.master, key_id, bytes(wrapped))), key_id))
+            for key_id, wrapped in rows]
         hash_wrapped = wrap(new_master, "subject-hash", self.hash_key)
         new_fp = fingerprint(new_master)
         statements.append((f"UPDATE {META} SET fingerprint = ?, hash_key = ? WHERE id = 1", (new_fp, hash_wrapped)))

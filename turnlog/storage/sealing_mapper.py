@@ -18,7 +18,7 @@ import base64
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, Hashable, cast
 from uuid import UUID
 
 from eventsourcing.domain import CanSnapshotAggregate
@@ -87,6 +87,7 @@ class Sealer:
 
     def seal(self, topic: str, stream: Any, state: dict[str, Any], snapshot: bool) -> None:
         """Seal the listed fields of a stored event's state, in place (the state is the mapper's copy)."""
+        paths: tuple[str, ...]
         if snapshot:
             paths, subject = _SNAPSHOT_PATHS, SNAPSHOTS
         else:
@@ -222,7 +223,7 @@ class SealingMapper(Mapper[UUID]):
                 f"Failed to deserialise state of stored event with topic '{stored_event.topic}', originator_id"
                 f" '{stored_event.originator_id}' and originator_version {stored_event.originator_version}: {e}"
             ) from e
-        id_convertor = find_id_convertor(cls, type(stored_event.originator_id))
+        id_convertor = find_id_convertor(cls, cast(Hashable, type(stored_event.originator_id)))
         event_state["originator_id"] = id_convertor(stored_event.originator_id)
         event_state["originator_version"] = stored_event.originator_version
         class_version = getattr(cls, "class_version", 1)
