@@ -28,6 +28,11 @@ def test_erase_dry_run_then_erase_and_keys_rotate(tmp_path):
     text = ok("--db", db, "erase", "--subject", "telegram:42", "--reason", "user asked").stdout
     assert "destroyed 1 data key(s)" in text and "42" not in text.replace(dry["subject_hash"], "")
     assert PHRASE not in ok("--db", db, "search", "saffron").stdout
+    key = "agent:main:telegram:dm:42"
+    for args in (["show", key], ["export", key], ["history", key]):
+        shown = ok("--db", db, *args).stdout
+        assert PHRASE not in shown, args
+    assert "[erased]" in ok("--db", db, "export", key).stdout
     rotated = json.loads(ok("--db", db, "keys", "rotate", "--json").stdout)
     assert rotated["previous_fingerprint"] == fingerprint and rotated["fingerprint"] != fingerprint
     assert "chain: ok" in ok("--db", db, "verify", "--chain").stdout
