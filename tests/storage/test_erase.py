@@ -73,7 +73,7 @@ def test_every_reader_shows_erased_and_nothing_fails_to_load(make_turnlog, tmp_p
     t = make_turnlog()
     t.handle_message(alice(user_name="alice"), PHRASE, echo, collect([]))
     session_id = t.session(alice()).session_id
-    t.erase_subject("telegram:42", actor="operator", cause="erase request")
+    report = t.erase_subject("telegram:42", actor="operator", cause="erase request")
     assert [m["content"] for m in t.transcript(session_id)] == ["[erased]", "[erased]"]
     row = t.session(session_id)
     assert row.origin["user_id"] == "[erased]" and row.origin.get("user_name") in ("[erased]", None)
@@ -81,6 +81,9 @@ def test_every_reader_shows_erased_and_nothing_fails_to_load(make_turnlog, tmp_p
     assert PHRASE not in str(exported) and "[erased]" in str(exported)
     assert PHRASE not in str([e.to_dict() for e in t.history(session_id)])
     assert PHRASE not in str(t.at("#3").sessions())
+    head = report.position - 1
+    assert [m["content"] for m in t.at(f"#{head}").agent_history(session_id)] == ["[erased]", "[erased]"]
+    assert PHRASE not in str(t.diff("#1", f"#{head}"))
     t.export_hermes(str(tmp_path / "home"))
     assert PHRASE.encode() not in bytes_of(*glob.glob(str(tmp_path / "home" / "**" / "*"), recursive=True))
 
