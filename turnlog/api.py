@@ -819,12 +819,14 @@ class Turnlog:
         self._master_key = new_key if enc.source == "callable" else self._master_key
         return self._encryption_report(count, previous=old)
 
-    def erase_subject(self, subject: str, *, actor: str, cause: str, dry_run: bool = False) -> EraseReport:
+    def erase_subject(self, subject: str, *, actor: str, cause: str, dry_run: bool = False,
+                      progress: Callable[[int, int], None] | None = None) -> EraseReport:
         """Forget a subject (`PLATFORM:USER_ID`): destroy its data keys, record SubjectErased
         (its keyed hash, never the id), suspend its sessions (its next message starts a new one),
         drop the snapshots and rebuild every read model, then zero the freed pages and checkpoint
         the write-ahead log. Every reader then shows "[erased]" for its words and ids.
-        `dry_run`: only what would be done. docs/operations.md says what erase does not reach."""
+        `dry_run`: only what would be done; `progress(done, total)`: the rebuild's. docs/operations.md
+        says what erase does not reach."""
         try:
             subject = parse_subject(subject)
         except ValueError as e:
@@ -846,7 +848,7 @@ class Turnlog:
         enc.sealer.forget()
         self._ctx.cache.clear()
         encryption_setup.purge_snapshots(self._app)
-        self.maintenance.rebuild()
+        self.maintenance.rebuild(progress=progress)
         self._projections.scrub()
         return replace(report, sessions=suspended, position=position)
 

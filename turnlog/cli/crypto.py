@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from .backups import progress_bar
 from .base import CommandGroup, command, engine
 from .output import Output, output_options
 
@@ -91,7 +92,8 @@ def erase(ctx: click.Context, subject: str, dry_run: bool, reason: str, out: Out
     Every reader then shows [erased] for its words and ids; its next message starts a new session.
     See docs/operations.md for what erase does and does not reach.
     """
-    report = engine(ctx).erase_subject(subject, actor="cli", cause=reason, dry_run=dry_run)
+    with progress_bar("rebuilding the read models", out) as progress:
+        report = engine(ctx).erase_subject(subject, actor="cli", cause=reason, dry_run=dry_run, progress=progress)
     data: dict[str, Any] = report.to_dict()
 
     def text() -> None:
