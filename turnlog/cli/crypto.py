@@ -97,9 +97,9 @@ def erase(ctx: click.Context, subject: str, dry_run: bool, reason: str, out: Out
     data: dict[str, Any] = report.to_dict()
 
     def text() -> None:
-        verb = "would destroy" if dry_run else "destroyed"
+        verb, suspended = ("would destroy", "to suspend") if dry_run else ("destroyed", "suspended")
         out.line(f"{verb} {report.keys} data key(s) of subject {report.subject_hash};"
-                 f" sessions suspended: {len(report.sessions)}")
+                 f" sessions {suspended}: {len(report.sessions)}")
         if report.plaintext_before:
             out.line(f"note: positions 1..{report.plaintext_before} were written before encryption and keep"
                      " their plaintext")
