@@ -34,7 +34,7 @@ from .domain.rekey import RekeyKept, RekeyMove
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
-from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, GatewayStillRunning, HermesHomeError,
+from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, EncryptionKeyMissing, GatewayStillRunning, HermesHomeError,
                      InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown, SessionBusy,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
@@ -91,6 +91,7 @@ __all__ = [
     "DatabaseInUse",
     "DEFAULT_DB",
     "DelegationRow",
+    "EncryptionKeyMissing",
     "EngineConfig",
     "EXPORT_FORMATS",
     "ExportReport",

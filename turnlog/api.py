@@ -46,6 +46,12 @@ from .storage import backend as storage_backend
 from .storage import backup as backups, dbfile, log_copy, reclaim
 from .storage.reclaim import Reclaimed
 from .domain.retention import Retention, parse_duration
+from .storage import backup as backups, log_copy
+from .storage import encryption as encryption_setup
+from .storage.keys import MasterKey, asked_once
+from .commands.erasure import EraseCommands
+from .domain.sealing import parse_subject, subject_of
+from .domain.session import session_stream
 from .storage.backup import BackupReport, RestoreReport
 from .storage.log_copy import CopyReport
 from .turn_operations import TurnOperations
@@ -58,7 +64,7 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, ChainBroken, InvalidRequest, KeySettingsIgnored, NotFound
+from .errors import AmbiguousKey, ChainBroken, InvalidRequest, KeySettingsIgnored, NotFound, ReadOnlyDatabase
 from .domain.key_settings import KeySettings
 from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
@@ -112,6 +118,40 @@ class HistoryEntry:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class EncryptionReport:
+    """A database's encryption at rest: the master key's `fingerprint`, where the key came from
+    (`key_source`: callable, env, file; `key_file` its path), `since` the first log position
+    written sealed, and after a rotation how many data keys were `rewrapped` and the
+    `previous_fingerprint`."""
+    fingerprint: str
+    key_source: str
+    key_file: str | None
+    since: int
+    rewrapped: int = 0
+    previous_fingerprint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class EraseReport:
+    """An erase (or its `dry_run`): the subject's keyed hash (never its id), how many data `keys`
+    were destroyed, the `sessions` suspended, the SubjectErased event's `position`, and
+    `plaintext_before`: the log positions written before the database was encrypted, which
+    erase cannot reach (0 for a database encrypted from birth)."""
+    subject_hash: str
+    keys: int
+    sessions: list[str]
+    dry_run: bool
+    plaintext_before: int
+    position: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
 class _Moved:
     """An attribute of Turnlog that was public before: reading it warns, then gives `_<name>`."""
 
@@ -136,7 +176,8 @@ class Turnlog:
                  clock: Clock | None = None, session_ids: SessionIdFactory | None = None,
                  views: str | None = None, owner: str | None = None, read_only: bool = False,
                  create: bool = True, lock_wait: float | None = None,
-                 on_stop_delegation: StopHook | None = None, tracer_provider: Any = None) -> None:
+                 on_stop_delegation: StopHook | None = None, tracer_provider: Any = None,
+                 master_key: MasterKey = None, encryption: bool | None = None) -> None:
         """`read_only`: never write a byte (no table creation, no catch-up, no sealing, no marker;
         SQLite opened by a `mode=ro` URI): the read models are read as of their positions
         (`projections_behind()` tells how far behind the log they are). `create`: make the
@@ -149,13 +190,27 @@ class Turnlog:
         unit; /stop, /new and /reset call it for each delegation they stop, after recording
         DelegationStopped (a hook that raises is logged; the stop stands). `tracer_provider`: the
         OpenTelemetry provider of the turns' spans (default: the global one; no spans without the
-        `otel` extra)."""
+        `otel` extra). `master_key`: the 32-byte master key of encryption at rest, or a callable
+        giving it (a KMS hook); without it TURNLOG_MASTER_KEY (base64) or the key file beside the
+        database (`<db>.key`) is used. An encrypted database without its key is refused
+        (EncryptionKeyMissing) having read and written nothing. `encryption`: whether a new
+        database is encrypted (default: yes, unless TURNLOG_ENCRYPTION=0; docs/operations.md)."""
         self._read_only = read_only
         self._backend = storage_backend.create(location, views).prepare(read_only=read_only,
                                                                         create_missing=create and not read_only)
         self._config = config or EngineConfig()
         self._clock = clock or SystemClock()
+        self._master_key = master_key = asked_once(master_key)
+        encryption_setup.refuse_without_key(self._backend, master_key)
         self._app = self._backend.open_application()
+        try:
+            self._encryption = encryption_setup.attach(self._app, self._backend, master_key, read_only=read_only,
+                                                       enable=encryption)
+        except BaseException:
+            self._app.close()
+            raise
+        if self._encryption is not None:
+            self._encryption.sealer.session_subject = self._session_subject
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self._recorder = Recorder(self._owner, tracer_provider)
@@ -206,6 +261,7 @@ class Turnlog:
         self._archives = ArchiveCommands(self._ctx, self._views)
         self._routing.restore_archive = lambda path: self._archives.restore(path, actor="system:retention",
                                                                             cause="archived_key_policy")
+        self._erasure = EraseCommands(self._ctx, self._routing)
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
@@ -764,6 +820,86 @@ class Turnlog:
 
     # -- backup and moving between backends ---------------------------------------------
 
+    # -- encryption at rest and erase ---------------------------------------------------------
+
+    @property
+    def key_fingerprint(self) -> str | None:
+        """The fingerprint of the master key this database needs (never the key); None when it is
+        not encrypted."""
+        return self._encryption.fingerprint if self._encryption is not None else None
+
+    def encrypt(self) -> EncryptionReport:
+        """Encrypt from now on an existing unencrypted database: the events written from here are
+        sealed; those before stay as stored (the hash chain covers their bytes), and erase cannot
+        reach them (docs/operations.md). The master key is `master_key`, TURNLOG_MASTER_KEY, or a
+        new key file beside the database."""
+        self._refuse_read_only("encrypt")
+        self._encryption = encryption_setup.start(self._app, self._backend, self._master_key)
+        self._encryption.sealer.session_subject = self._session_subject
+        return self._encryption_report(0)
+
+    def rotate_master_key(self, new_key: bytes | None = None) -> EncryptionReport:
+        """Re-wrap every data key under a new master key, rewriting no event. `new_key`: the new
+        32 bytes; None: made here and written to the key file (only when the key came from it)."""
+        self._refuse_read_only("rotate the master key")
+        enc = self._require_encryption("rotate its keys")
+        old, _, count = encryption_setup.rotate(enc, new_key)
+        self._master_key = new_key if enc.source == "callable" else self._master_key
+        return self._encryption_report(count, previous=old)
+
+    def erase_subject(self, subject: str, *, actor: str, cause: str, dry_run: bool = False,
+                      progress: Callable[[int, int], None] | None = None) -> EraseReport:
+        """Forget a subject (`PLATFORM:USER_ID`): destroy its data keys, record SubjectErased
+        (its keyed hash, never the id), suspend its sessions (its next message starts a new one),
+        drop the snapshots and rebuild every read model, then zero the freed pages and checkpoint
+        the write-ahead log. Every reader then shows "[erased]" for its words and ids.
+        `dry_run`: only what would be done; `progress(done, total)`: the rebuild's. docs/operations.md
+        says what erase does not reach."""
+        try:
+            subject = parse_subject(subject)
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
+        if not dry_run:
+            self._refuse_read_only("erase a subject")
+        enc = self._require_encryption("erase a subject (it destroys the subject's data key)")
+        sessions = [s.session_id for s in self.sessions()
+                    if subject_of(s.origin) == subject and s.ended_at is None and not s.suspended]
+        keys = enc.keys.live_keys(subject)
+        report = EraseReport(subject_hash=enc.keys.subject_hash(subject), keys=len(keys), sessions=sessions,
+                             dry_run=dry_run, plaintext_before=enc.keys.marker.since - 1)
+        if dry_run:
+            return report
+        suspended = self._erasure.suspend(sessions, actor=actor, cause=cause)
+        position = self._erasure.record(report.subject_hash, keys=len(keys), sessions=suspended, actor=actor,
+                                        cause=cause)
+        enc.keys.destroy(subject, at=self._clock.now().isoformat())
+        enc.sealer.forget()
+        self._ctx.cache.clear()
+        encryption_setup.purge_snapshots(self._app)
+        self.maintenance.rebuild(progress=progress)
+        self._projections.scrub()
+        return replace(report, sessions=suspended, position=position)
+
+    def _session_subject(self, session_id: str) -> str | None:
+        """The subject of a session, from its first event (its origin): for sealing its later
+        fields in a process that did not see it made."""
+        first = list(self._app.events.get(session_stream(session_id), limit=1))
+        return subject_of(getattr(first[0], "origin", None)) if first else None
+
+    def _require_encryption(self, what: str) -> Any:
+        if self._encryption is None:
+            raise InvalidRequest(f"{self._backend.display} is not encrypted: cannot {what} (run `turnlog encrypt`)")
+        return self._encryption
+
+    def _refuse_read_only(self, what: str) -> None:
+        if self._read_only:
+            raise ReadOnlyDatabase(f"this turnlog database is open read-only: cannot {what}")
+
+    def _encryption_report(self, rewrapped: int, previous: str | None = None) -> EncryptionReport:
+        enc = self._require_encryption("report on it")
+        return EncryptionReport(fingerprint=enc.fingerprint, key_source=enc.source, key_file=enc.key_path,
+                                since=enc.keys.marker.since, rewrapped=rewrapped, previous_fingerprint=previous)
+
     def backup(self, out: str | os.PathLike[str], *, progress: Callable[[int, int], None] | None = None
                ) -> BackupReport:
         """Copy this SQLite database to the new file `out` while gateways go on writing (one read
@@ -771,8 +907,9 @@ class Turnlog:
         the hash chain recomputed) and return its sha256, event count and head position. A
         PostgreSQL log is backed up with pg_dump (docs/operations.md). `progress(done, total)`
         is called after each step."""
-        return backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
-                            progress=progress)
+        report = backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
+                              progress=progress)
+        return replace(report, key_fingerprint=self.key_fingerprint)
 
     # -- retention and archive ------------------------------------------------------------
 
@@ -826,7 +963,9 @@ class Turnlog:
         two logs event by event, verify the target's chain and rebuild its read models. Killed
         midway, a second call goes on from the target's head. Events written here after the copy
         began are left for the next call (stop the gateways first). `batch` events are written per
-        transaction (default 2000); `progress(done, total)` is called after each."""
+        transaction (default 2000); `progress(done, total)` is called after each. An encrypted
+        log's key tables go with it (the same master key opens the copy; a key file is written
+        beside an SQLite copy when the source has one; a PostgreSQL copy needs TURNLOG_MASTER_KEY)."""
         if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
             raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
         started = time.perf_counter()
@@ -840,10 +979,13 @@ class Turnlog:
         try:
             resumed_from, copied = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
                                                         progress=progress)
+            if self._encryption is not None:  # after the events: a target that is another log was refused
+                encryption_setup.copy_keys(self._encryption, app, target)
             events = log_copy.compare(self._app, app, stop=stop)
         finally:
             app.close()
-        with Turnlog(location, views=views, clock=self._clock, config=self._config) as there:
+        master = self._encryption.keys.master if self._encryption is not None else None
+        with Turnlog(location, views=views, clock=self._clock, config=self._config, master_key=master) as there:
             chain = there.maintenance.verify_chain()
             if chain.breaks:
                 raise ChainBroken(f"the copy's hash chain does not verify at position {chain.breaks[0].position}"
@@ -1163,9 +1305,14 @@ def compact_file(db: str | os.PathLike[str]) -> Reclaimed:
 
 
 def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> RestoreReport:
+            progress: Callable[[int, int], None] | None = None, master_key: MasterKey = None,
+            key_file: str | os.PathLike[str] | None = None) -> RestoreReport:
     """Put the backup file `backup` (made by `Turnlog.backup`) in place of the SQLite database
     `db`: the backup is verified first (SQLite's check and its hash chain), then renamed into
     place in one step. A database already at `db` is replaced only with `force`, and never while
-    another process has it open (DatabaseInUse)."""
-    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress)
+    another process has it open (DatabaseInUse). The backup of an encrypted database names its
+    master key's fingerprint; it is restored only with that key at hand (`master_key`,
+    TURNLOG_MASTER_KEY, the key file `<db>.key`, or `key_file`, which is then copied beside the
+    restored database as `<db>.key`), else EncryptionKeyMissing and nothing changes."""
+    return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress, master_key=master_key,
+                           key_file_path=os.fspath(key_file) if key_file is not None else None)

@@ -8,7 +8,8 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     │   ├── ProjectionCorrupt     a read model is damaged (rebuild it from the log)
     │   ├── UnreadableEvent       an event of the log does not decode into what its topic promises
     │   ├── DatabaseInUse         another process has the database open (a restore refuses)
-    │   └── ChainBroken           the log no longer matches its hash chain
+    │   ├── ChainBroken           the log no longer matches its hash chain
+    │   └── EncryptionKeyMissing  an encrypted database without its master key at hand
     ├── NotFound                  no such session or routing key
     ├── InvalidRequest            an argument turnlog cannot accept (also a ValueError)
     │   ├── AmbiguousKey          a key string names several routes
@@ -152,3 +153,8 @@ class SendOutcomeUnknown(TurnlogError):
     """Raised by a platform sender (not by turnlog) when a send may have reached the platform
     though it failed at the client, e.g. a timeout after the request was written. The delivery is
     recorded `unknown` and never blindly resent (docs/behaviour.md: sends of unknown outcome)."""
+
+
+class EncryptionKeyMissing(StoreError):
+    """An encrypted database opened without its master key (or with another one): nothing was
+    read or written."""

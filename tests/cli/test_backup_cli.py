@@ -36,11 +36,12 @@ def test_backup_prints_its_sha256_and_head_and_restore_puts_it_back(live, tmp_pa
     out = tmp_path / "backup.db"
     report = json.loads(ok("--db", str(live), "backup", str(out), "--json").stdout)
     assert report["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
-    assert report["events"] == report["head"] > 0 and report["chain_ok"] and report["key_fingerprint"] is None
+    assert report["events"] == report["head"] > 0 and report["chain_ok"]
+    assert report["key_fingerprint"] == Turnlog(live, read_only=True).key_fingerprint  # encrypted by default
     text = ok("--db", str(live), "backup", str(tmp_path / "second.db")).stdout
     assert f"events: {report['events']} (head position {report['head']}); chain: ok" in text
     assert "sha256: " in text
-    restored = json.loads(ok("restore", str(out), "--db", str(tmp_path / "new.db"), "--json").stdout)
+    restored = json.loads(ok("restore", str(out), "--db", str(tmp_path / "new.db"), "--key-file", f"{live}.key", "--json").stdout)
     assert (restored["sha256"], restored["head"], restored["replaced"]) == (report["sha256"], report["head"], False)
     replaced = ok("restore", str(out), "--db", str(live), "--force").stdout
     assert "(replaced)" in replaced and "chain: ok" in replaced

@@ -74,6 +74,10 @@ COMMANDS: list[tuple[str, list[str]]] = [
     (READS, ["archive", "{out}.tlar", "--dry-run"]),
     (WRITES, ["restore-archive", "{out}.tlar"]),
     (WRITES, ["compact-file"]),
+    (WRITES, ["encrypt"]),
+    (READS, ["keys"]),
+    (WRITES, ["keys", "rotate"]),
+    (WRITES, ["erase", "--subject", "telegram:42"]),
 ]
 
 
@@ -85,7 +89,9 @@ def agent(history, item) -> str:
 def good_db(tmp_path_factory) -> tuple[Path, str]:
     """A turnlog database with a session, a transcript, a delivery, an audit trail."""
     path = tmp_path_factory.mktemp("good") / "good.db"
-    with Turnlog(str(path)) as t:
+    # Unencrypted: the tests copy the file alone into odd places (an encrypted one would need its
+    # key file beside each copy; refusal without a key: tests/storage/test_encryption.py).
+    with Turnlog(str(path), encryption=False) as t:
         t.handle_message(alice("m1"), "hello", agent, lambda text: None)
         sid = t.sessions()[0].session_id
     assert sorted(p.name for p in path.parent.iterdir()) == ["good.db"]

@@ -25,7 +25,7 @@ def sha(path: Path) -> str:
 def test_a_database_named_with_uri_characters_is_that_file_and_no_other(tmp_path, name):
     db = tmp_path / name
     ok("--db", str(db), *ROUTE)
-    assert sorted(os.listdir(tmp_path)) == [name]  # no stray `g`, `pA.db`, `q`
+    assert sorted(os.listdir(tmp_path)) == [name, f"{name}.key"]  # the key file; no stray `g`, `pA.db`, `q`
     listed = ok("--db", str(db), "sessions", "--json").output
     assert "agent:main:telegram:dm:42" in listed
 

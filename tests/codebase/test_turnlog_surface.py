@@ -44,9 +44,12 @@ METHODS = {
     "backup", "close", "copy_to", "export_hermes", "import_hermes",
     # retention: sessions out to an archive file and back
     "archivable", "archive", "restore_archive",
+    # encryption at rest and erase
+    "encrypt", "erase_subject", "rotate_master_key",
 }
 GROUPS = {"turns": TurnOperations, "maintenance": Maintenance}
-PROPERTIES = {"owner", "read_only", "stale"}  # what it was opened as, and how it reads, read-only
+# what it was opened as, how it reads, and the master key it needs, read-only
+PROPERTIES = {"key_fingerprint", "owner", "read_only", "stale"}
 
 # Deprecated names (one release): a DeprecationWarning, then the same behaviour as before.
 DEPRECATED_METHODS = {

@@ -4,6 +4,7 @@ after being killed with SIGKILL, ending with the same rows as a clean rebuild.""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -52,12 +53,15 @@ def table_dump(db: str) -> dict[str, list[tuple]]:
 
 
 def copy_db(src: str, dst: str) -> None:
+    """A copy of the database, with the key file that opens it (encrypted by default)."""
     a, b = sqlite3.connect(src), sqlite3.connect(dst)
     try:
         a.backup(b)
     finally:
         a.close()
         b.close()
+    if os.path.exists(src + ".key"):
+        shutil.copyfile(src + ".key", dst + ".key")
 
 
 def cli(*args: str):

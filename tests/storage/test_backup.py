@@ -87,9 +87,10 @@ def test_a_backup_taken_while_three_processes_write_is_consistent_and_verifies(t
     assert before <= report.head < after
     assert report.chain_ok and report.events == report.head  # no position missing
     assert report.sha256 == sha256(tmp_path / "backup.db") and report.bytes == (tmp_path / "backup.db").stat().st_size
-    assert report.key_fingerprint is None  # an unencrypted log needs no key
+    with Turnlog(db, read_only=True) as t:
+        assert report.key_fingerprint == t.key_fingerprint is not None  # encrypted by default: it names its key
     restored = tmp_path / "restored.db"
-    turnlog.restore(tmp_path / "backup.db", restored)
+    turnlog.restore(tmp_path / "backup.db", restored, key_file=f"{db}.key")
     with Turnlog(restored) as copy:
         assert copy.maintenance.verify_chain().breaks == []
         assert copy.maintenance.log_head() == report.head

@@ -23,8 +23,10 @@ KEY = "agent:main:telegram:dm:42"
 
 
 def open_log(db: Path, minute: int = 0) -> Turnlog:
+    # Unencrypted: the tampering edits message text in the stored bytes, which encryption at rest
+    # would seal (a sealed log's chain: tests/storage/test_encryption.py).
     return Turnlog(db, clock=ManualClock(f"2026-03-01T10:{minute:02d}:00+00:00"), session_ids=SequentialIds(),
-                   owner="gw-1")
+                   owner="gw-1", encryption=False)
 
 
 def live_turns(db: Path, texts: list[str], first_minute: int = 1) -> None:

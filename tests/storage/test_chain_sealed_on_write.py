@@ -29,8 +29,10 @@ def source(n: int) -> SessionSource:
 
 def write_turns(db: Path, first: int, count: int) -> None:
     """Turns through the gateway path only: no read, no seal, no verify."""
+    # Unencrypted: the edits below change message text in the stored bytes, which encryption at
+    # rest would seal (a sealed log's chain: tests/storage/test_encryption.py).
     with Turnlog(db, clock=ManualClock(f"2026-03-01T10:{first:02d}:00+00:00"), session_ids=SequentialIds(),
-                 owner="gw-1") as t:
+                 owner="gw-1", encryption=False) as t:
         for n in range(first, first + count):
             t.handle_message(source(n), f"hello {n}", lambda history, item: f"re: {item.text}", lambda text: None)
 

@@ -3,6 +3,7 @@ every session's export, the same positions, and a chain that verifies on each st
 
 from __future__ import annotations
 
+import base64
 import itertools
 import sqlite3
 
@@ -35,6 +36,8 @@ def talk(t: Turnlog, turns: int = 4) -> None:
     t.handle_message(alice("reset"), "/new", echo, collect(sent))
     t.handle_message(alice("after"), "a new session", echo, collect(sent))
 
+MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
+
 
 def exports(t: Turnlog) -> dict[str, dict]:
     return {s.session_id: t.export(s.session_id) for s in t.sessions()}
@@ -44,7 +47,8 @@ def positions(t: Turnlog) -> list[tuple[int, str, str]]:
     return [(e.position, e.event, e.session_id or "") for e in t.events_around(1, before=0, after=10_000)]
 
 
-def test_sqlite_to_postgresql_to_sqlite_gives_back_every_session_and_a_verifying_chain(tmp_path, url):
+def test_sqlite_to_postgresql_to_sqlite_gives_back_every_session_and_a_verifying_chain(tmp_path, url, monkeypatch):
+    monkeypatch.setenv("TURNLOG_MASTER_KEY", MASTER_KEY)  # the encrypted log's key, on both sides of the copy
     with Turnlog(tmp_path / "first.db") as t:
         talk(t)
         before, log = exports(t), positions(t)
@@ -66,7 +70,8 @@ def test_sqlite_to_postgresql_to_sqlite_gives_back_every_session_and_a_verifying
         assert t.maintenance.verify_chain().breaks == []
 
 
-def test_a_copied_postgresql_log_takes_new_events_after_the_copied_positions(tmp_path, url):
+def test_a_copied_postgresql_log_takes_new_events_after_the_copied_positions(tmp_path, url, monkeypatch):
+    monkeypatch.setenv("TURNLOG_MASTER_KEY", MASTER_KEY)  # the encrypted log's key, on both sides of the copy
     with Turnlog(tmp_path / "a.db") as t:
         talk(t, 1)
         head = t.maintenance.log_head()

@@ -248,7 +248,7 @@ def test_a_full_crawl_never_writes_the_database(tmp_path):
     path = str(tmp_path / "crawl.db")
     ids = web_db.build(path)
     before = snapshot_dir(str(tmp_path))
-    assert list(before) == ["crawl.db"]
+    assert list(before) == ["crawl.db", "crawl.db.key"]  # the database and its master key file
     mtime = os.stat(path).st_mtime_ns
     with TestClient(create_app(path), base_url=BASE) as c:
         seen: set[str] = set()

@@ -15,6 +15,7 @@ from . import archives
 from . import audit
 from . import backups
 from . import core
+from . import crypto
 from . import delegations
 from . import edits
 from . import hermes
@@ -36,6 +37,7 @@ FAMILIES = (
     projections,
     backups,
     archives,
+    crypto,
     hermes,
     metrics,
     rekey,

@@ -52,9 +52,12 @@ def backup(ctx: click.Context, out_path: str, out: Output) -> None:
 @command()
 @click.argument("backup_path", metavar="BACKUP", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--force", is_flag=True, help="Replace the database at --db (never one another process has open).")
+@click.option("--key-file", default=None, metavar="PATH", type=click.Path(dir_okay=False, path_type=str),
+              help="The master key file of an encrypted backup's database, copied beside the restored one as"
+                   " <db>.key (else TURNLOG_MASTER_KEY or <db>.key must hold it).")
 @output_options
 @click.pass_context
-def restore(ctx: click.Context, backup_path: str, force: bool, out: Output) -> None:
+def restore(ctx: click.Context, backup_path: str, force: bool, key_file: str | None, out: Output) -> None:
     """Put the backup file BACKUP in place of the database named by --db (required).
 
     The backup is verified first, then renamed into place in one step. An existing database is
@@ -64,13 +67,15 @@ def restore(ctx: click.Context, backup_path: str, force: bool, out: Output) -> N
     if not obj["db_given"]:
         raise click.UsageError("name the database to restore to with --db PATH")
     with progress_bar("restoring", out) as progress:
-        report = restore_backup(backup_path, obj["db"], force=force, progress=progress)
+        report = restore_backup(backup_path, obj["db"], force=force, progress=progress, key_file=key_file)
 
     def text() -> None:
         what = "replaced" if report.replaced else "created"
         out.line(f"restored {report.backup} to {report.path} ({what}): {report.events} events"
                  f" (head position {report.head}); chain: ok")
         out.line(f"sha256: {report.sha256}")
+        if report.key_fingerprint:
+            out.line(f"master key {report.key_fingerprint}: at hand")
     out.record(report.to_dict(), text)
 
 

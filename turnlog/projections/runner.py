@@ -36,7 +36,7 @@ from ..gc_pause import cyclic_gc_paused
 from .base import POSITIONS_TABLE, REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
 from .rebuild import Progress, Rebuild, RebuildReport, create_rebuilds_table
 from .simple import SimpleProjection
-from .views_file import LOCK_TIMEOUT_S, Target, WriteTransaction, connect_views, is_corruption
+from .views_file import scrub, LOCK_TIMEOUT_S, Target, WriteTransaction, connect_views, is_corruption
 from ..storage.backend import Backend
 from ..storage.log import LogReader, Row
 
@@ -390,6 +390,10 @@ class ProjectionRunner:
     def build_copy(self, db: sqlite3.Connection, stops: dict[str, int]) -> int:
         """Fill the projections named in `stops` into another connection, each up to its stop."""
         return self._rebuild.build_copy(db, stops)
+
+    def scrub(self) -> None:
+        """Leave no copy of deleted rows in the file (after an erase): views_file.scrub."""
+        scrub(self.db)
 
     def close(self) -> None:
         self.log.close()

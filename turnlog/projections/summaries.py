@@ -25,6 +25,8 @@ SUMMARIES: dict[str, Summary] = {
     + (f", was {d['previous_session_id']}" if d.get("previous_session_id") else ""),
     "RouteDetached": lambda d: f"route detached from {d.get('session_id')} ({d.get('reason')})",
     "RouteOriginChanged": lambda d: "route origin updated",
+    "SubjectErased": lambda d: f"subject {d.get('subject_hash')} erased: {d.get('keys')} data key(s) destroyed,"
+    f" {len(d.get('sessions') or ())} session(s) suspended",
     "KeySettingsChanged": lambda d: f"key settings {_flags(d.get('old'))} -> {_flags(d.get('new'))},"
     f" {d.get('moves')} route(s) moved",
     "ResumeRefused": lambda d: f"/resume {d.get('requested_session_id')} refused ({d.get('reason')})",

@@ -30,6 +30,31 @@ def connect_views(path: str, *, read_only: bool = False) -> sqlite3.Connection:
     return conn
 
 
+def scrub(conn: sqlite3.Connection) -> None:
+    """Zero every page on the file's free list, then checkpoint and truncate the write-ahead log:
+    pages freed by earlier deletes and drops (secure_delete=FAST leaves them as they were) and
+    the log's old frames may hold the words of rows deleted since. The free pages are taken by
+    rows of zeros and freed again with secure_delete on, so the file keeps its size (no VACUUM,
+    which would rewrite it under a replicating tool)."""
+    conn.execute("PRAGMA secure_delete=ON")
+    try:
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        if free:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE turnlog_scrub (b BLOB)")
+                conn.executemany("INSERT INTO turnlog_scrub VALUES (zeroblob(?))", [(page // 2,)] * (2 * free + 8))
+                conn.execute("DROP TABLE turnlog_scrub")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+    finally:
+        conn.execute("PRAGMA secure_delete=FAST")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def is_corruption(error: BaseException) -> bool:
     """An SQLite error that says a table or index holds damaged data (not a lock, not a bug)."""
     if not isinstance(error, sqlite3.DatabaseError):

@@ -85,6 +85,11 @@ class AggregateCache:
         with self._lock:
             self._items.pop(_key(aggregate_id), None)
 
+    def clear(self) -> None:
+        """Forget every aggregate (after an erase: cached ones hold the subject's plaintext)."""
+        with self._lock:
+            self._items.clear()
+
 
 def _key(aggregate_id: Any) -> int:
     return aggregate_id.int if type(aggregate_id) is UUID else UUID(str(aggregate_id)).int

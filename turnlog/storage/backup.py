@@ -28,6 +28,8 @@ from typing import Any, Callable
 from ..errors import DatabaseInUse, StoreError
 from . import dbfile
 from .chain import ChainSealer
+from .encryption import file_fingerprint, require_key
+from .keys import MasterKey, key_file, read_key_file, write_key_file
 from .sqlite_backend import SqliteBackend
 
 Progress = Callable[[int, int], None]
@@ -124,10 +126,13 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
                         head=checked.head, chain_ok=True, taken_at=taken_at)
 
 
-def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None) -> RestoreReport:
+def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None,
+            master_key: MasterKey = None, key_file_path: str | None = None) -> RestoreReport:
     """Put the backup file `backup` in place of the SQLite database `target` (a path or an
     `sqlite:` URL): verified first, the swap one rename. A database already there is replaced
-    only with `force`, never while in use."""
+    only with `force`, never while in use. The backup of an encrypted database is restored only
+    when its master key is at hand (`master_key`, TURNLOG_MASTER_KEY or `<target>.key`), or is
+    in `key_file_path`, which is then copied beside the restored database as `<target>.key`."""
     if target.startswith(("postgresql://", "postgres://")):
         raise StoreError("a PostgreSQL log is restored with pg_restore (docs/operations.md)")
     target = SqliteBackend.from_path(target).path
@@ -143,6 +148,13 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
     folder = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(folder):
         raise StoreError(f"cannot restore to {target}: directory {folder} does not exist")
+    needed = file_fingerprint(backup)
+    install = None
+    if key_file_path is not None:
+        install = read_key_file(key_file_path)
+        master_key = master_key or install
+    if needed is not None:
+        require_key(needed, master_key, key_file(target), backup)
     tmp = beside(target, "restoring")
     try:
         _copy(backup, tmp)
@@ -158,12 +170,14 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
             refuse_if_in_use(target)  # again, just before the swap
             _fold_in_wal(target)
         os.replace(tmp, target)
+        if install is not None and needed is not None and not os.path.exists(key_file(target)):
+            write_key_file(key_file(target), install)
         fsync_folder(target)
         _step(progress, 3)
     finally:
         _remove(tmp)
     return RestoreReport(path=target, backup=backup, sha256=digest, events=checked.events, head=checked.head,
-                         replaced=exists)
+                         replaced=exists, key_fingerprint=needed)
 
 
 def refuse_if_in_use(path: str) -> None:

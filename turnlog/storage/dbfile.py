@@ -261,3 +261,8 @@ def describe(path: str) -> dict[str, str]:
         conn.close()
     return {"path": os.path.abspath(path), "created_at": meta.get("created_at", ""),
             "format": meta.get("format", FORMAT), "format_version": meta.get("format_version", str(FORMAT_VERSION))}
+
+
+def read_connection(path: str) -> sqlite3.Connection:
+    """A connection that can only read `path` (through its write-ahead log when it has one)."""
+    return _connect_ro(path)

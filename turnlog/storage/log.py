@@ -22,6 +22,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import resolve_topic
 
+from ..domain.sealing import SEALED_TAG
 from .event_compressor import EventCompressor, inflate
 from .sql import rows_in, utc_text
 
@@ -45,6 +46,7 @@ _from_iso = datetime.fromisoformat
 _TIME_PREFIX = b'{"timestamp":{"_type_":"datetime_iso","_data_":"'
 _SCAN_BATCH = 5000
 _state = itemgetter(4)
+_SEALED = b'"' + SEALED_TAG.encode() + b'"'  # a sealed field (sealing_mapper.py): only an encrypted log has one
 
 
 class _Id(UUID):
@@ -238,6 +240,8 @@ class LogReader:
         data = orjson.loads(state)
         if data.pop("class_version", 1) != self._class_versions.get(topic, 1):
             return None  # an older version: the mapper's upcasters decode it
+        if _SEALED in state:
+            self.app.mapper.sealer.unseal(topic, data, False)  # type: ignore[attr-defined]
         tags = state.count(b'"_type_"')
         converted = []
         for name in times:

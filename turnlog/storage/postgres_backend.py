@@ -17,7 +17,7 @@ from eventsourcing.application import Application
 from ..errors import StoreError
 from . import dbfile
 from .log import LogAccess
-from .store import COMPRESSOR, TRANSCODER, TurnlogApplication
+from .store import COMPRESSOR, MAPPER, TRANSCODER, TurnlogApplication
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
@@ -48,6 +48,7 @@ class PostgresBackend:
             "POSTGRES_PASSWORD": unquote(parsed.password or ""),
             "TRANSCODER_TOPIC": TRANSCODER,
             "COMPRESSOR_TOPIC": COMPRESSOR,
+            "MAPPER_TOPIC": MAPPER,
         }
         return cls(env=env, views_path=views_path, display=f"postgresql://{parsed.hostname}/{dbname}")
 

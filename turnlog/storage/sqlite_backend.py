@@ -18,7 +18,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from ..errors import StoreError
 from . import dbfile
 from .log import LogAccess
-from .store import COMPRESSOR, SQLITE_FACTORY, TRANSCODER, TurnlogApplication
+from .store import COMPRESSOR, MAPPER, SQLITE_FACTORY, TRANSCODER, TurnlogApplication
 from .uri import file_uri
 
 
@@ -41,6 +41,7 @@ class SqliteBackend:
             "SQLITE_LOCK_TIMEOUT": os.environ.get("TURNLOG_SQLITE_LOCK_TIMEOUT", "30"),
             "TRANSCODER_TOPIC": TRANSCODER,
             "COMPRESSOR_TOPIC": COMPRESSOR,
+            "MAPPER_TOPIC": MAPPER,
         }
         return cls(path=path, env=env, views_path=views_path or path, display=path)
 

@@ -18,6 +18,7 @@ from ..domain.session import Session
 SQLITE_FACTORY = "turnlog.storage.sqlite_factory:TurnlogSQLiteFactory"
 TRANSCODER = "turnlog.storage.transcoder:OrjsonTranscoder"
 COMPRESSOR = "turnlog.storage.event_compressor:EventCompressor"
+MAPPER = "turnlog.storage.sealing_mapper:SealingMapper"  # seals when a key is attached (encryption.py)
 
 
 class TurnlogApplication(Application):

@@ -57,6 +57,7 @@ def open_read_only(path: str) -> Copy:
         with closing(sqlite3.connect(f"file:{quote(source)}?{mode}", uri=True)) as src, \
                 closing(sqlite3.connect(copy)) as dest:
             src.backup(dest)
+        _copy_key_file(source, copy)
         t = Turnlog(copy, owner="web")
     except (sqlite3.Error, OSError) as e:
         shutil.rmtree(folder, ignore_errors=True)
@@ -68,6 +69,21 @@ def open_read_only(path: str) -> Copy:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return Copy(t, folder)
+
+
+def _copy_key_file(source: str, copy: str) -> None:
+    """An encrypted database's key file goes beside its copy (in the same private folder), so the
+    copy opens as the database does; a key from TURNLOG_MASTER_KEY needs nothing."""
+    key = source + ".key"
+    if not os.path.isfile(key):
+        return
+    with open(key, "rb") as f:
+        data = f.read()
+    fd = os.open(copy + ".key", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def remove_stale_copies(root: str | None = None) -> list[str]:

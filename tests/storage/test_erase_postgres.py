@@ -1,0 +1,60 @@
+"""Erase on a PostgreSQL log: after it, no table of the database holds the phrase in its text
+(every column of every row, as PostgreSQL renders it), the local read-model file neither, and
+the log's chain still verifies. A throwaway server (tests/postgres_server.py)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from postgres_server import create_database, server
+from turnlog import ManualClock, SequentialIds, Turnlog
+
+from chat import alice, collect, echo
+
+PHRASE = "quince observatory 4408"
+
+
+@pytest.fixture(scope="module")
+def pg():
+    with server() as prefix:
+        yield prefix
+
+
+def every_table_text(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables"
+            " WHERE table_schema NOT IN ('pg_catalog', 'information_schema')")]
+        return "\n".join(str(row) for table in tables
+                         for row in conn.execute(f"SELECT t::text FROM {table} t"))  # bytea shown as hex
+
+
+def test_an_erased_phrase_is_in_no_table_of_the_postgresql_log_nor_the_read_models(pg, tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNLOG_COMPACT_EVENTS", "0")  # plain JSON events: a phrase stored in clear would show
+    url = create_database(pg, "erase_pg")
+    views = str(tmp_path / "views.db")
+    key = os.urandom(32)
+    with Turnlog(url, views=views, clock=ManualClock(), session_ids=SequentialIds(), master_key=key) as t:
+        assert t.key_fingerprint is not None
+        t.handle_message(alice(user_name="quincefan"), PHRASE, echo, collect([]))
+        hex_phrase = PHRASE.encode().hex()
+        report = t.erase_subject("telegram:42", actor="operator", cause="erase request")
+        assert report.keys == 1
+        text = every_table_text(url)
+        for needle in (PHRASE, hex_phrase, "quincefan", b"quincefan".hex()):
+            assert needle not in text, needle
+        assert t.maintenance.verify_chain().breaks == []
+        assert [m["content"] for m in t.transcript(report.sessions[0])] == ["[erased]", "[erased]"]
+    local = b"".join(open(p, "rb").read() for p in glob.glob(views + "*") if os.path.isfile(p))
+    assert PHRASE.encode() not in local
+
+
+def test_a_postgresql_log_without_a_given_key_is_not_encrypted(pg, tmp_path):
+    url = create_database(pg, "plain_pg")
+    with Turnlog(url, views=str(tmp_path / "v.db")) as t:
+        assert t.key_fingerprint is None
