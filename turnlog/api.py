@@ -919,6 +919,7 @@ class Turnlog:
         (ended, suspended, superseded) more than `older_than` ago, or idle more than `idle_for`
         ("90d", "12h", "1y" or a timedelta); neither given: `EngineConfig.retention`'s rules.
         Never a session that owns a key, holds a lease or owes a delivery (domain/retention.py)."""
+        self.maintenance.catch_up()  # the timeline too: it files each stream under its session
         return self._archives.candidates(self._retention(older_than, idle_for))
 
     def archive(self, out: str | os.PathLike[str], *, older_than: str | timedelta | None = None,
@@ -932,6 +933,7 @@ class Turnlog:
         `progress(done, total)` after each step. SQLite logs only."""
         policy = self._retention(older_than, idle_for)
         self._archives.require_sqlite()
+        self.maintenance.catch_up()
         path = self._backend.backup_file()
         before = reclaim.file_bytes(path)
         report = self._archives.archive(os.fspath(out), policy, db_identity=dbfile.describe(path), actor=actor,

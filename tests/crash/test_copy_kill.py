@@ -3,6 +3,7 @@ finishes with every event once, the target's chain verifying (real processes, te
 
 from __future__ import annotations
 
+import base64
 import itertools
 
 import pytest
@@ -34,6 +35,13 @@ def progress(done, total):
         kit.ready()
 t.copy_to(kit.work / "target-location", views=None, batch=10, progress=progress)
 """
+
+
+@pytest.fixture(autouse=True)
+def master_key(monkeypatch):
+    """One master key for the encrypted source and its copy (a PostgreSQL log keeps no key file),
+    the killed child's too: it inherits the environment."""
+    monkeypatch.setenv("TURNLOG_MASTER_KEY", base64.b64encode(bytes(range(32))).decode())
 
 
 @pytest.fixture(scope="module")

@@ -177,16 +177,34 @@ def _digest(lines: list[dict]) -> str:
     return h.hexdigest()
 
 
-def test_the_archive_is_readable_without_turnlog(t, old_session, tmp_path):
-    path = tmp_path / "old.tlar"
-    report = t.archive(path)
+def archived_events(path) -> tuple[dict, list[dict]]:
     with zipfile.ZipFile(path) as z:
         manifest = json.loads(z.read("manifest.json"))
         events = [json.loads(line) for line in z.read("events.jsonl").splitlines()]
+    return manifest, events
+
+
+def test_the_archive_is_readable_without_turnlog(make_turnlog, clock, tmp_path):
+    t = make_turnlog(encryption=False)
+    talk(t, 3)
+    first = t.session(alice()).session_id
+    t.command(alice("reset"), "/reset")
+    clock.advance(days=100)
+    report = t.archive(tmp_path / "old.tlar")
+    manifest, events = archived_events(tmp_path / "old.tlar")
     assert manifest["format"] == "turnlog-archive" and manifest["event_count"] == report.events == len(events)
-    assert [s["session_id"] for s in manifest["sessions"]] == [old_session]
+    assert [s["session_id"] for s in manifest["sessions"]] == [first]
     texts = [e["event"]["content"] for e in events if e["topic"] == "turnlog:MessageAppended"]
     assert texts[0].startswith("hello unicorn 0 ")
+
+
+def test_an_encrypted_logs_archive_keeps_the_text_sealed(t, old_session, tmp_path):
+    t.archive(tmp_path / "old.tlar")
+    _, events = archived_events(tmp_path / "old.tlar")
+    contents = [e["event"]["content"] for e in events if e["topic"] == "turnlog:MessageAppended"]
+    assert contents and all(set(c) == {"_sealed_", "_v_"} for c in contents)
+    with zipfile.ZipFile(tmp_path / "old.tlar") as z:
+        assert b"hello unicorn" not in z.read("events.jsonl")  # the words; message ids stay (operations.md)
 
 
 def test_a_message_on_an_archived_sessions_key_starts_a_new_session(make_turnlog, clock, tmp_path):
