@@ -943,13 +943,14 @@ class Turnlog:
         after = reclaim.reclaim(path).bytes_after
         return replace(report, db_bytes_before=before, db_bytes_after=after)
 
-    def restore_archive(self, path: str | os.PathLike[str], *, actor: str = "api",
-                        cause: str = "api:restore-archive") -> ArchiveRestoreReport:
+    def restore_archive(self, path: str | os.PathLike[str], *, actor: str = "api", cause: str = "api:restore-archive",
+                        progress: Callable[[int, int], None] | None = None) -> ArchiveRestoreReport:
         """Bring an archive's sessions back into the log (SessionsRestored), each event at its
         old position and checked against the seal the chain kept, so transcripts, history and
         search are as before. The file's sha256 must be one this log archived; a second restore
-        of it does nothing (`already_restored`)."""
-        return self._archives.restore(os.fspath(path), actor=actor, cause=cause)
+        of it does nothing (`already_restored`). `progress(done, total)` after each step (read and
+        checked, written, read models refilled)."""
+        return self._archives.restore(os.fspath(path), actor=actor, cause=cause, progress=progress)
 
     def _retention(self, older_than: str | timedelta | None, idle_for: str | timedelta | None) -> Retention:
         configured = self._config.retention

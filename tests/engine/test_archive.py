@@ -249,3 +249,11 @@ def test_another_process_sees_the_archive_and_cannot_write_to_an_archived_sessio
     assert not other.maintenance.verify_chain().breaks
     assert t.restore_archive(tmp_path / "old.tlar").sessions == [first]
     assert len(t.transcript(first)) == 4
+
+
+def test_a_restore_reports_its_progress_step_by_step(t, old_session, tmp_path):
+    t.archive(tmp_path / "old.tlar")
+    steps: list[tuple[int, int]] = []
+    report = t.restore_archive(tmp_path / "old.tlar", progress=lambda done, total: steps.append((done, total)))
+    assert steps == [(1, 3), (2, 3), (3, 3)] and not report.already_restored
+    assert t.session(old_session).archived is False

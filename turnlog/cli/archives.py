@@ -60,7 +60,8 @@ def restore_archive(ctx: click.Context, archive_path: str, out: Output) -> None:
     restored already is left alone.
     """
     t = engine(ctx)
-    report = t.restore_archive(archive_path)
+    with progress_bar("restoring", out) as progress:
+        report = t.restore_archive(archive_path, progress=progress)
 
     def text() -> None:
         if report.already_restored:

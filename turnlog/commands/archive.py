@@ -166,9 +166,10 @@ class ArchiveCommands:
 
     # -- restore -------------------------------------------------------------------------------
 
-    def restore(self, path: str, *, actor: str, cause: str) -> ArchiveRestoreReport:
+    def restore(self, path: str, *, actor: str, cause: str, progress: Progress | None = None) -> ArchiveRestoreReport:
         self.require_sqlite()
         archive = archive_file.read(path)
+        _step(progress, 1)
         stream = archive_stream(archive.sha256)
         recorded: list[Any] = list(self.ctx.app.events.get(stream))
         sessions = [s["session_id"] for s in archive.manifest.get("sessions", [])]
@@ -203,8 +204,10 @@ class ArchiveCommands:
         except IntegrityError as e:
             raise ConflictError(f"{path} could not be restored: the log already holds events of its streams"
                                 f" (restored meanwhile?): {e}") from None
+        _step(progress, 2)
         self._forget(sessions)
         self.views.refresh()
+        _step(progress, 3)
         return ArchiveRestoreReport(path=path, sha256=archive.sha256, sessions=sessions, events=len(rows),
                                     position=position)
 
