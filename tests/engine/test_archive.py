@@ -7,7 +7,6 @@ import base64
 import hashlib
 import json
 import os
-import sqlite3
 import zipfile
 from datetime import timedelta
 
@@ -16,6 +15,7 @@ import pytest
 from turnlog import EngineConfig, InvalidRequest, Retention, StoreError, Turnlog
 
 from chat import BOB, alice, collect, echo
+from sqlite_files import checkpoint
 
 
 def noise(i: int) -> str:
@@ -49,11 +49,7 @@ def snapshot(t: Turnlog, session_id: str) -> dict:
 
 
 def main_file_bytes(db: str) -> int:
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
+    checkpoint(db)
     return os.path.getsize(db)
 
 

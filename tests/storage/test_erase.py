@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import glob
 import os
-import sqlite3
 
 import pytest
 
 from turnlog import EngineConfig, InvalidRequest, SessionSource, Turnlog
 
+from sqlite_files import checkpoint
 from chat import alice, collect, echo
 
 PHRASE = "marmalade lighthouse 7731"
@@ -21,14 +21,6 @@ PHRASE = "marmalade lighthouse 7731"
 
 def bytes_of(*paths: str) -> bytes:
     return b"".join(open(p, "rb").read() for p in paths if os.path.isfile(p))
-
-
-def checkpoint(db: str) -> None:
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
 
 
 def group(user: str) -> SessionSource:
