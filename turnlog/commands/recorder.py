@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, ContextManager, Iterator
 
 from ..domain.context_prompt import redact_chat_id, redact_user_id, redacts
 from ..domain.source import SessionSource
@@ -42,6 +42,7 @@ class Recorder:
         self.owner = owner
         self._metrics: _Metrics | None = None
         self._tracer = _tracer(tracer_provider)
+        self._global_tracer = tracer_provider is None
 
     # -- metrics ----------------------------------------------------------------------------
 
@@ -86,16 +87,28 @@ class Recorder:
 
     def turn_span(self, source: SessionSource, key: str) -> Any:
         """The span of one turn, with its routing attributes (hashed only when traced)."""
-        return self.span("turn", **source_attributes(source, key)) if self._tracer is not None else self.span("turn")
+        return self.span("turn", **source_attributes(source, key)) if self._traced() else _NOT_TRACED
 
-    @contextmanager
-    def span(self, name: str, **attributes: Any) -> Iterator[Any]:
-        """A child of the current span (a turn's), or NO_SPAN without OpenTelemetry."""
-        if self._tracer is None:
-            yield NO_SPAN
-            return
-        with self._tracer.start_as_current_span(name, attributes=attributes) as span:
-            yield span
+    def _traced(self) -> bool:
+        return self._tracer is not None and (not self._global_tracer or global_provider_set())
+
+    def span(self, name: str, **attributes: Any) -> ContextManager[Any]:
+        """A child of the current span (a turn's), or NO_SPAN when nothing records spans (no
+        OpenTelemetry, or its API without a provider: its spans would be no-ops, built ten times a turn)."""
+        if not self._traced():
+            return _NOT_TRACED
+        return self._tracer.start_as_current_span(name, attributes=attributes)  # type: ignore[no-any-return]
+
+
+class _NotTraced:
+    def __enter__(self) -> _NoSpan:
+        return NO_SPAN
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NOT_TRACED = _NotTraced()
 
 
 class Stopwatch:
@@ -146,6 +159,13 @@ class _Metrics:
         self.stale_writes = Counter("turnlog_stale_writes_refused", "Writes of this process refused because"
                                     " its lease had moved on", ("process",), registry=None)
         self.collectors = [self.turn, self.lease_wait, self.takeovers, self.stale_writes]
+
+
+def global_provider_set() -> bool:
+    """Whether OpenTelemetry's global tracer provider is a real one (set by the application)."""
+    from opentelemetry import trace
+
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
 def _tracer(provider: Any) -> Any:
