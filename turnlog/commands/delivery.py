@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import types
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable
@@ -35,8 +36,25 @@ class SendFailure:
     unknown: bool  # the send may have reached the platform (domain/delivery.py may_have_arrived)
 
 
-@lru_cache(maxsize=256)
 def takes_idempotency_key(send: Callable[..., Any]) -> bool:
+    """Whether a send accepts `idempotency_key=`; decided once per function body, so a gateway
+    that makes a new closure for every message does not pay for a signature each turn."""
+    function = getattr(send, "__func__", send)
+    code = getattr(function, "__code__", None)
+    if isinstance(function, types.FunctionType) and code is not None and not hasattr(function, "__wrapped__"):
+        return _code_takes_key(code)
+    return _signature_takes_key(send)
+
+
+@lru_cache(maxsize=1024)
+def _code_takes_key(code: types.CodeType) -> bool:
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        return True
+    return "idempotency_key" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
+@lru_cache(maxsize=256)
+def _signature_takes_key(send: Callable[..., Any]) -> bool:
     try:
         parameters = inspect.signature(send).parameters.values()
     except (TypeError, ValueError):
