@@ -245,13 +245,18 @@ class KeyStore:
                 return found
             if self.read_only:
                 raise StoreError("a read-only open cannot make a data key")
-            key_id = uuid.uuid4().hex
+            key_id, raw = uuid.uuid4().hex, new_key()
             try:
                 self.tables.write([(f"INSERT INTO {DATA_KEYS} (key_id, subject_hash, wrapped, created_at)"
-                                    " VALUES (?, ?, ?, ?)", (key_id, hashed, wrap(self.master, key_id, new_key()),
+                                    " VALUES (?, ?, ?, ?)", (key_id, hashed, wrap(self.master, key_id, raw),
                                                              _now()))])
             except Exception:  # another process made the subject's key first: read theirs
                 continue
+            found = (key_id, AESGCM(raw))
+            with self._lock:
+                _put(self._by_subject, subject, found)
+                _put(self._by_id, key_id, found[1])
+            return found
         raise StoreError(f"cannot make a data key for a subject (hash {hashed})")
 
     def key_by_id(self, key_id: str) -> AESGCM | None:
