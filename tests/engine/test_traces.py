@@ -4,6 +4,10 @@ with its ids hashed where the context prompt hashes them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -63,3 +67,31 @@ def test_a_refused_repeat_is_a_turn_span_that_says_so(make_turnlog):
     assert tree(spans)["routing"] == "turn" and not {"agent", "send"} & set(tree(spans))  # never run
     turn = next(s for s in spans if s.name == "turn")
     assert turn.attributes["turnlog.duplicate"] == "message_id"
+
+
+def test_spans_follow_a_global_provider_set_after_opening(tmp_path):
+    """Without an explicit provider spans cost nothing until the application sets OpenTelemetry's
+    global provider; from then on they are recorded (a process of its own: the global provider
+    can be set once per process)."""
+    script = textwrap.dedent(f"""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import turnlog
+        from turnlog import SessionSource
+        t = turnlog.open({str(tmp_path / "t.db")!r}, owner="gw")
+        source = SessionSource(platform="telegram", chat_id="42", chat_type="dm", user_id="42")
+        source.message_id = "m1"
+        t.handle_message(source, "before", lambda history, item: "ok", lambda text: None)
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        source.message_id = "m2"
+        t.handle_message(source, "after", lambda history, item: "ok", lambda text: None)
+        print(sorted(s.name for s in exporter.get_finished_spans()))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['agent', 'lease', 'routing', 'send', 'turn']"

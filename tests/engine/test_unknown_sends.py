@@ -3,6 +3,7 @@ recorded `unknown` and reconciled before anything is resent; every delivery has 
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -224,3 +225,29 @@ def test_the_asyncio_api_passes_the_key_and_awaits_an_async_reconcile(db):
     swept = asyncio.run(main())
     assert len(swept.reconciled) == 1 and chat == ["deployed"]
     assert keys == [f"turnlog-{swept.reconciled[0]}"]
+
+
+def test_a_send_made_for_each_message_is_given_the_key_it_asks_for(db):
+    """Gateways often make a new closure per message: whether it takes `idempotency_key` is
+    read from each one (a decorated send is read through its wrapper to what it wraps)."""
+    keyed, plain = [], []
+
+    def keyed_send_for(chat):
+        def send(text, idempotency_key):
+            keyed.append((chat, idempotency_key))
+        return send
+
+    def logged(send):
+        @functools.wraps(send)
+        def wrapper(*args, **kwargs):
+            return send(*args, **kwargs)
+        return wrapper
+
+    t = boot(db, 0)
+    for n in range(3):
+        t.handle_message(source(f"k{n}"), f"hi {n}", reply_with("ok"), keyed_send_for(n))
+    t.handle_message(source("p1"), "plain", reply_with("ok"), logged(lambda text: plain.append(text)))
+    ids = [row.delivery_id for row in t.ledger()]
+    assert [chat for chat, _ in keyed] == [0, 1, 2]
+    assert {key for _, key in keyed} <= {f"turnlog-{i}" for i in ids} and len({k for _, k in keyed}) == 3
+    assert plain == ["ok"]  # not given a keyword it cannot take
