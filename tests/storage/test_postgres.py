@@ -107,3 +107,38 @@ def test_processes_opening_a_new_log_at_the_same_moment_all_open_it(url, tmp_pat
         for worker in workers:
             worker.join(timeout=60)
     assert outcomes == ["opened"] * len(workers)
+
+
+def test_a_save_waits_for_the_log_lock_a_writer_holds(url, tmp_path):
+    """A save takes the log table's exclusive write lock in its one round trip, as the library's
+    pipeline does, so positions are given in commit order: while another writer's insert is open
+    (the lock a plain INSERT takes), a turn's save waits for it to commit instead of committing
+    around it with a later position."""
+    import threading
+
+    import psycopg
+
+    t = Turnlog(url, views=str(tmp_path / "a.db"), owner="gateway-a")
+    try:
+        t.handle_message(ALICE, "first", reply_with("one"), lambda text: None)
+        with psycopg.connect(url, autocommit=False) as locker, psycopg.connect(url, autocommit=True) as watch:
+            [table] = [r[0] for r in watch.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE '%\\_events'")]
+            locker.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+            done = threading.Event()
+            turn = threading.Thread(target=lambda: (t.handle_message(BOB, "second", reply_with("two"),
+                                                                     lambda text: None), done.set()))
+            turn.start()
+            waiting = False
+            for _ in range(600):  # the save reaches the lock: a backend waits on it (at most ~60 s)
+                waiting = watch.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                        " AND pid <> pg_backend_pid()").fetchone()[0] > 0
+                if waiting or done.wait(0.1):
+                    break
+            assert waiting and not done.is_set()
+            locker.commit()
+            turn.join(60)
+        assert done.is_set()
+        assert [m["content"] for m in t.transcript(t.get_or_create_session(BOB).session_id)] == ["second", "two"]
+    finally:
+        t.close()

@@ -22,6 +22,7 @@ from .store import COMPRESSOR, MAPPER, TRANSCODER, TurnlogApplication
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
 
+POSTGRES_RECORDER = "turnlog.storage.postgres_recorder:OneTripRecorder"
 SCHEMA_LOCK_KEY = 0x7475726E6C6F67  # "turnlog": the PostgreSQL advisory lock taken while opening
 
 
@@ -49,6 +50,7 @@ class PostgresBackend:
             "TRANSCODER_TOPIC": TRANSCODER,
             "COMPRESSOR_TOPIC": COMPRESSOR,
             "MAPPER_TOPIC": MAPPER,
+            "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER,
         }
         return cls(env=env, views_path=views_path, display=f"postgresql://{parsed.hostname}/{dbname}")
 
