@@ -67,6 +67,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
         self._writer: SQLiteConnection | None = None
         self._writer_settings: tuple[str, float, str] | None = None
         self._checkpointer: WalCheckpointer | None = None
+        self._writer_conn: sqlite3.Connection | None = None
 
     def use_writer(self, db_name: str, *, lock_timeout: float, synchronous: str) -> None:
         """Write through a connection of this recorder's own, opened at the first write (opening a
@@ -78,6 +79,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
             db_name, lock_timeout, synchronous = self._writer_settings
             conn = sqlite3.connect(db_name, uri=True, isolation_level=None, check_same_thread=False,
                                    timeout=lock_timeout, cached_statements=64)
+            self._writer_conn = conn
             conn.execute(f"PRAGMA synchronous={synchronous}")
             if background_checkpoints():
                 conn.execute(f"PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT_PAGES}")
@@ -94,6 +96,39 @@ class SealingRecorder(SQLiteApplicationRecorder):
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+                self._writer_conn = None
+
+    def select_events(self, originator_id: UUID | str, *, gt: int | None = None, lte: int | None = None,
+                      desc: bool = False, limit: int | None = None) -> Sequence[StoredEvent]:
+        """A stream's events, read through the writer's connection once it is open: a connection's
+        page cache survives its own commits but is dropped at every other connection's, so a pooled
+        reader re-reads the index from the file after each save (the command reads that follow
+        a save cost ~5x more that way)."""
+        with self._write_lock:
+            conn = self._writer_conn
+            if conn is not None:
+                statement, params = self._select_events_query(originator_id, gt, lte, desc, limit)
+                rows = conn.execute(statement, params).fetchall()
+                return [StoredEvent(originator_id=self.convert_originator_id(r[0]), originator_version=r[1],
+                                    topic=r[2], state=r[3]) for r in rows]
+        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+
+    def _select_events_query(self, originator_id: UUID | str, gt: int | None, lte: int | None, desc: bool,
+                             limit: int | None) -> tuple[str, list[Any]]:
+        statement = (f"SELECT originator_id, originator_version, topic, state FROM {self.events_table_name}"
+                     " WHERE originator_id = ?")
+        params: list[Any] = [originator_id.hex if isinstance(originator_id, UUID) else originator_id]
+        if gt is not None:
+            statement += " AND originator_version > ?"
+            params.append(gt)
+        if lte is not None:
+            statement += " AND originator_version <= ?"
+            params.append(lte)
+        statement += " ORDER BY originator_version DESC" if desc else " ORDER BY originator_version ASC"
+        if limit is not None:
+            statement += " LIMIT ?"
+            params.append(limit)
+        return statement, params
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         with self._write_lock:
