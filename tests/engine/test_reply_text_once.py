@@ -96,3 +96,10 @@ def test_a_reply_recorded_then_killed_before_its_send_is_redelivered_from_the_tr
         assert t.sweep_deliveries(lambda target, text: sent.append((target, text))).delivered == []
     finally:
         t.close()
+
+
+def test_an_erased_subjects_referred_reply_reads_erased_in_the_ledger(t: Turnlog) -> None:
+    t.handle_message(alice("m1"), "hello", reply_with("a reply that names the user"), collect([]))
+    t.erase_subject("telegram:42", actor="operator", cause="erase request")
+    [row] = t.ledger()
+    assert row.content == "[erased]"
