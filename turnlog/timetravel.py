@@ -135,7 +135,7 @@ class AsOf:
         if d is None:
             return None
         return {"session_id": d.session_id, "seq": d.seq, "state": d.state, "attempts": d.attempts,
-                "owner": d.owner, "content": d.content}
+                "owner": d.owner, "content": self.views.delivery_text(d.session_id, d.seq, d.content)}
 
     def ledger(self, *, session: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
         return [d for sid in self._session_ids(session, key)

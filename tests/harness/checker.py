@@ -82,6 +82,7 @@ class Checker:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.turns: dict[tuple[str, int], Turn] = {}
         self.deliveries: dict[Any, dict[str, Any]] = {}
+        self.message_words: dict[tuple[str, int], str] = {}  # (session_id, seq) -> the message's words
         self.items: dict[tuple[Any, str], dict[str, Any]] = {}
         self.message_item: dict[str, tuple[Any, str]] = {}
         self.boots: list[dict[str, Any]] = []
@@ -131,8 +132,11 @@ class Checker:
             turn = self.turns.get((ev.session_id, ev.epoch))
             if turn is not None:
                 turn.messages.append(ev)
+            self.message_words[(ev.session_id, ev.originator_version)] = ev.content
         elif name == "DeliveryRecorded":
-            self.deliveries[oid] = {"content": ev.content, "session_id": ev.session_id, "seq": ev.seq,
+            # A turn's reply refers to its transcript message (content None), written just before it.
+            content = ev.content if ev.content is not None else self.message_words[(ev.session_id, ev.seq)]
+            self.deliveries[oid] = {"content": content, "session_id": ev.session_id, "seq": ev.seq,
                                     "inbound": ev.inbound_message_id, "history": [], "state": "pending",
                                     "at": ev.timestamp}
         elif name.startswith("Delivery"):

@@ -9,7 +9,8 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable
 from uuid import UUID
 
-from ..domain.delivery import MAX_ATTEMPTS, Delivery, DeliveryStateError, delivery_id, idempotency_key, may_have_arrived
+from ..domain.delivery import (MAX_ATTEMPTS, Delivery, DeliveryStateError, delivery_id, idempotency_key, may_have_arrived,
+                               words_of)
 from ..errors import InvalidRequest, NotFound
 from .context import CommandContext
 
@@ -86,16 +87,26 @@ class DeliveryCommands:
 
     def obligation(self, *, session_id: str, seq: int, session_key: str, reply_to: dict[str, Any] | None,
                    content: str, turn_id: str | None, inbound_message_id: str | None, actor: str,
-                   cause: str, ident: UUID | None = None) -> Delivery:
+                   cause: str, ident: UUID | None = None, of_message: bool = False) -> Delivery:
         """An unsaved obligation, to be saved in the same transaction as its assistant message
-        (`ident`: its id, when it is not the reply at `seq`)."""
+        (`ident`: its id, when it is not the reply at `seq`). `of_message`: `content` is that
+        message's, so the event refers to it instead of storing the words again."""
         reply_to = reply_to or {}
         return Delivery.new(
             Delivery.Created, id=ident or delivery_id(session_id, seq), at=self.ctx.clock.now(), actor=actor, cause=cause,
             session_id=session_id, seq=seq, session_key=session_key, platform=reply_to.get("platform"),
-            chat_id=reply_to.get("chat_id"), thread_id=reply_to.get("thread_id"), content=content, turn_id=turn_id,
+            chat_id=reply_to.get("chat_id"), thread_id=reply_to.get("thread_id"), content=None if of_message else content, turn_id=turn_id,
             inbound_message_id=inbound_message_id, account_id=reply_to.get("account_id"),
         )
+
+    def outbound_text(self, delivery: Delivery) -> str:
+        """What to send for `delivery`: its words, read from its transcript message when it refers
+        to one (domain/delivery.py), with the recovered-reply prefix on a resend."""
+        words = words_of(self.ctx.app.events.get, delivery.session_id, delivery.seq, delivery.content)
+        if words is None:
+            raise NotFound(f"delivery {delivery.id} refers to message #{delivery.seq} of session "
+                           f"{delivery.session_id}, which the log does not hold")
+        return delivery.outbound_text(words)
 
     def load(self, ident: UUID, fresh: bool = True) -> Delivery:
         delivery: Delivery | None = self.ctx.get(ident, fresh)
@@ -112,7 +123,7 @@ class DeliveryCommands:
             except DeliveryStateError as e:
                 raise InvalidRequest(str(e)) from None
             self.ctx.save(delivery)
-            return Attempt(ident, n, delivery.outbound_text)
+            return Attempt(ident, n, self.outbound_text(delivery))
         return self.ctx.retrying(step, f"attempting delivery {ident}")
 
     def settle(self, ident: UUID, *, error: str | None = None, unknown: bool = False, also: Also | None = None,

@@ -232,7 +232,8 @@ class RecoveryCommands:
         delivery = self.deliveries.obligation(
             session_id=session_id, seq=reply.originator_version, session_key=lease.owner_key or "",
             reply_to=reply_to, content=outbound, turn_id=lease.turn_id,
-            inbound_message_id=item.message_ids[-1] if item else None, actor="system:recovery", cause=cause)
+            inbound_message_id=item.message_ids[-1] if item else None, actor="system:recovery", cause=cause,
+            of_message=outbound == reply.content)
         # Unowned and unsure whether a send happened: the sweep's delivery carries the recovered prefix.
         delivery.mark_unsure(at=self.ctx.clock.now(), actor="system:recovery", cause=cause)
         return delivery

@@ -122,7 +122,7 @@ class SweepCommands:
         if not claimed:
             return outcome
         delivery = claimed[0]
-        failure = send_once(send, self._target(delivery), delivery.outbound_text, key=delivery.idempotency_key)
+        failure = send_once(send, self._target(delivery), self.deliveries.outbound_text(delivery), key=delivery.idempotency_key)
         settled = self.deliveries.settle_send(ident, failure, cause="sweep")
         if failure is None:
             self._answered(delivery)
@@ -132,7 +132,7 @@ class SweepCommands:
     def _verdict(self, delivery: Delivery, reconcile: Reconcile | None) -> str | None:
         """delivered / not_delivered / unknown from the hook; else "resend" or None (hold) by policy."""
         if reconcile is not None:
-            answer = reconcile(self._target(delivery), Attempt(delivery.id, delivery.attempts, delivery.outbound_text))
+            answer = reconcile(self._target(delivery), Attempt(delivery.id, delivery.attempts, self.deliveries.outbound_text(delivery)))
             if answer not in VERDICTS:
                 answer = None
             return VERDICTS[answer]

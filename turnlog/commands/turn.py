@@ -365,7 +365,7 @@ class Turn:
         if delivery is not None:
             with self.parts.ctx.recorder.span("send", **{"turnlog.delivery_id": str(delivery.id)}) as span, \
                     self.stopwatch.part("send"):
-                failure = send_once(sender, delivery.outbound_text, key=delivery.idempotency_key)
+                failure = send_once(sender, delivery.outbound_text(reply), key=delivery.idempotency_key)
                 span.set_attribute("turnlog.send_failed", failure is not None)
             if failure is not None:
                 self.parts.ctx.recorder.send_failed(token.session_id, str(delivery.id), failure.error, failure.unknown)
@@ -466,7 +466,8 @@ def reply_obligation(deliveries: DeliveryCommands, token: LeaseToken, seq: int, 
     owner = deliveries.owner
     delivery = deliveries.obligation(
         session_id=token.session_id, seq=seq, session_key=session_key, reply_to=reply_to, content=outbound,
-        turn_id=token.turn_id, inbound_message_id=inbound_message_id, actor=owner, cause=cause)
+        turn_id=token.turn_id, inbound_message_id=inbound_message_id, actor=owner, cause=cause,
+        of_message=outbound == content)
     if attempting:
         delivery.attempt(owner, at=deliveries.ctx.clock.now(), actor=owner, cause=cause)
     return delivery

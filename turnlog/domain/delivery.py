@@ -19,11 +19,12 @@ up on by itself (the attempt limit, its age): an operator retries or abandons it
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 from uuid import UUID
 
 from ..errors import SendOutcomeUnknown
 from .base import TurnlogAggregate, stream_id
+from .transcript import message_at
 
 MAX_ATTEMPTS = 3
 OWED_STATES = ("pending", "attempting", "failed", "unknown")  # what a sweep looks at
@@ -70,6 +71,16 @@ def may_have_arrived(failure: BaseException) -> bool:
     return name.endswith(("Timeout", "TimedOut", "TimeoutError"))
 
 
+def words_of(get: Callable[..., Iterable[Any]], session_id: str, seq: int, content: str | None) -> str | None:
+    """A delivery's words: its event's own `content`, else those of the transcript message at
+    (session_id, seq) it refers to, read through `get` (read_transcript's); None when the log
+    holds no such message."""
+    if content is not None:
+        return content
+    message = message_at(get, session_id, seq)
+    return message.content if message is not None else None
+
+
 class DeliveryStateError(ValueError):
     pass
 
@@ -85,7 +96,7 @@ class Delivery(TurnlogAggregate):
         chat_id: str | None
         thread_id: str | None
         account_id: str | None
-        content: str
+        content: str | None  # None: the transcript message at (session_id, seq) (refers_to_message)
         state: str
         attempts: int
         owner: str | None
@@ -98,17 +109,21 @@ class Delivery(TurnlogAggregate):
 
     class Created(TurnlogAggregate.Created):
         """`account_id` (version 2): the bot account the reply goes out through, so a resend
-        reaches the chat through the bot it was owed by; None when the source named none."""
+        reaches the chat through the bot it was owed by; None when the source named none.
+        `content` None (version 3): the reply's words are the transcript message at
+        (`session_id`, `seq`), saved in the same transaction, and are read from there rather
+        than stored twice; a delivery no message backs (a command's answer, a silence notice,
+        an import) keeps its own."""
 
         TOPIC = "turnlog:DeliveryRecorded"
-        class_version = 2
+        class_version = 3
         session_id: str
         seq: int
         session_key: str
         platform: str | None
         chat_id: str | None
         thread_id: str | None
-        content: str
+        content: str | None
         turn_id: str | None
         inbound_message_id: str | None
         account_id: str | None
@@ -116,6 +131,10 @@ class Delivery(TurnlogAggregate):
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["account_id"] = None
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            pass  # an older event always carries its content: it reads as it did
 
         def apply(self, d: "Delivery") -> None:
             d.session_id = self.session_id
@@ -263,8 +282,18 @@ class Delivery(TurnlogAggregate):
         return self.attempts
 
     @property
-    def outbound_text(self) -> str:
-        return RECOVERED_PREFIX + self.content if self.recovered else self.content
+    def refers_to_message(self) -> bool:
+        """Its words are the transcript message at (session_id, seq), not a copy in its own event."""
+        return self.content is None
+
+    def outbound_text(self, message: str | None = None) -> str:
+        """What to send: its words (its own, or `message`, the words of the transcript message it
+        refers to), with the recovered-reply prefix on a resend."""
+        text = self.content if self.content is not None else message
+        if text is None:
+            raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} refers to its transcript message: "
+                                     "its words must be given")
+        return RECOVERED_PREFIX + text if self.recovered else text
 
     def delivered(self, *, at: datetime, actor: str, cause: str) -> None:
         if self.state != "attempting":

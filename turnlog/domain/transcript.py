@@ -128,6 +128,11 @@ def read_transcript(get: Callable[..., Iterable[Any]], session_id: str, *, after
     return messages[:limit] if limit is not None else messages
 
 
+def message_at(get: Callable[..., Iterable[Any]], session_id: str, seq: int) -> MessageAppended | None:
+    """The session's message at `seq` (None: the log has none there), from `get` as read_transcript's."""
+    return next(iter(read_transcript(get, session_id, after=seq - 1, upto=seq)), None)
+
+
 def validate_message(role: str, content: Any, tool_calls: Any, token_count: Any) -> None:
     if role not in ROLES:
         raise ValueError(f"unknown message role {role!r} (known: {', '.join(sorted(ROLES))})")

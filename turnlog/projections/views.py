@@ -21,6 +21,7 @@ from uuid import UUID
 
 from eventsourcing.application import Application
 
+from ..domain.delivery import words_of
 from ..domain.history import HistoryEdit, with_fates
 from ..domain.session import edits_in, session_stream
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
@@ -119,11 +120,17 @@ class Views:
     def ledger(self, status: str | None = None, limit: int | None = None,
                ids: tuple[str, ...] | None = None) -> list[tuple[DeliveryRow, str]]:
         """Each delivery (of `ids`, when given) with its content (read from the log at the row's
-        recorded position); at most `limit`, and only their contents are read."""
+        recorded position, or from the transcript message the delivery refers to); at most
+        `limit`, and only their contents are read."""
         with self.runner.lock:
             rows = ledger_views.ledger(self.runner.db, status, limit, ids)
             recorded = self.runner.log.fields_at(r.recorded_position for r in rows)
-        return [(r, recorded[r.recorded_position]["content"]) for r in rows]
+        return [(r, self.delivery_text(r.session_id, r.seq, recorded[r.recorded_position]["content"]))
+                for r in rows]
+
+    def delivery_text(self, session_id: str, seq: int, content: str | None) -> str:
+        """A delivery's words given its event's `content` (domain/delivery.py words_of)."""
+        return words_of(self.app.events.get, session_id, seq, content) or ""
 
     def owed_deliveries(self) -> list[OwedDelivery]:
         return self._read(ledger_views.owed)

@@ -3,7 +3,8 @@ point) seals the fields domain/sealing.py lists as an event is stored and opens 
 read, so events and aggregates in memory stay plaintext and commands never see a key.
 
 A sealed value is `{"_sealed_": key id, "_v_": kind letter + base64(nonce + AES-GCM ciphertext)}`
-in place of the value; the plaintext is the value as the transcoder encodes it. Its data key
+in place of the value; the plaintext is the value as the transcoder encodes it, or (the kind
+letter followed by "~") that, zstd-compressed, when it shrinks (sealed_compression.py). Its data key
 gone (erased), it reads as the stand-in of its kind ("[erased]" for text). The hash chain
 covers the stored (sealed) bytes, so verification needs no key.
 
@@ -28,11 +29,15 @@ from eventsourcing.utils import get_topic, resolve_topic
 from ..domain.sealing import (BINDS, SEALED, SEALED_TAG, SEALED_VALUE, SNAPSHOTS, SUBJECTS, UNATTRIBUTED, is_sealed,
                               kind_of, sealed, stand_in, subject_of)
 from .keys import NONCE_BYTES, KeyStore
+from .sealed_compression import grow, shrink
 
 _AAD = b"turnlog-sealed:v1"
 _REFS = 200_000
 _SNAPSHOT_PATHS = ("state",)
 _MARK = b'"' + SEALED_TAG.encode() + b'"'
+# After the kind letter, the plaintext was zstd-compressed before sealing (sealed_compression.py).
+# Not a base64 character, so a value sealed before it (kind letter, then base64) reads as it did.
+_ZSTD = "~"
 
 
 class Sealer:
@@ -111,8 +116,11 @@ class Sealer:
             if value is None:
                 return None
             nonce = os.urandom(NONCE_BYTES)
-            blob = nonce + key.encrypt(nonce, self.encode(value), _AAD)
-            return sealed(key_id, kind_of(value) + base64.b64encode(blob).decode())
+            plain = self.encode(value)
+            packed = shrink(plain)
+            blob = nonce + key.encrypt(nonce, plain if packed is None else packed, _AAD)
+            form = kind_of(value) if packed is None else kind_of(value) + _ZSTD
+            return sealed(key_id, form + base64.b64encode(blob).decode())
 
         _apply(state, paths, lock, copy=True)
 
@@ -131,8 +139,10 @@ class Sealer:
         key = self.keys.key_by_id(value[SEALED_TAG])
         if key is None:
             return stand_in(blob[:1])
-        raw = base64.b64decode(blob[1:])
-        return self.decode(key.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _AAD))
+        packed = blob[1:2] == _ZSTD
+        raw = base64.b64decode(blob[2:] if packed else blob[1:])
+        plain = key.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _AAD)
+        return self.decode(grow(plain) if packed else plain)
 
     def is_snapshot(self, topic: str) -> bool:
         known = self._snapshot_topics.get(topic)
