@@ -35,7 +35,7 @@ from .commands.compaction import Compaction
 from .commands.delivery import takes_idempotency_key
 from .commands.lease import LeaseToken
 from .commands.slash import CommandResult
-from .commands.store_threads import Handoffs, StoreThreads
+from .commands.store_threads import Handoffs, LoopCall, StoreThreads
 from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem
@@ -108,7 +108,7 @@ class AsyncTurnlog:
         while True:
             call = self._store.on_loop(loop, _next(stream))
             if running is not None:
-                running.cancel.on_cancel(lambda _reason, call=call: call.cancel())  # stop waiting for it
+                running.cancel.on_cancel(functools.partial(_cancel_pull, call))
             done, value = self._store.wait(call)
             if done:
                 return
@@ -121,6 +121,7 @@ class AsyncTurnlog:
         """Accept the message durably, then run the key's turns until its queue is empty. On a key
         idle in this process, the accept and the turn's start are one store call and one transaction."""
         key = self._key(self.turnlog.routing_key(source))
+        handoff = _Handoff()
         async with key.accepting:  # FIFO: arrival order
             if key.callers:  # its turns run here now: they will run this message too
                 await self.run(self.turnlog.accept, source, text, kind=kind)
@@ -130,7 +131,7 @@ class AsyncTurnlog:
                 key.callers += 1
                 await key.running.acquire()  # free, nobody waiting for it: taken at once
                 try:
-                    first = await self._begun(self._accept_and_start, source, text, kind)
+                    first = await self._begun(handoff, self._accept_and_start, source, text, kind)
                 except BaseException:
                     key.running.release()
                     key.callers -= 1
@@ -138,7 +139,7 @@ class AsyncTurnlog:
         if not idle:
             return await self._run_key(key, source, agent, send, timeout)
         try:
-            return await self._run_turns(source, agent, send, timeout, first)
+            return await self._run_turns(source, agent, send, timeout, handoff, first)
         finally:
             key.running.release()
             key.callers -= 1
@@ -160,24 +161,24 @@ class AsyncTurnlog:
         key.callers += 1
         try:
             async with key.running:
-                return await self._run_turns(source, agent, send, timeout, None)
+                return await self._run_turns(source, agent, send, timeout, _Handoff(), None)
         finally:
             key.callers -= 1
 
     async def _run_turns(self, source: SessionSource, agent: AsyncAgent, send: AsyncSend, timeout: float | None,
-                         begun: "_Begun | None") -> list[TurnOutcome]:
+                         handoff: "_Handoff", begun: "_Begun | None") -> list[TurnOutcome]:
         """The key's turns, the first begun already (or begun now): each answered in one store call
         that also begins the next, if one waits."""
         if begun is None:
-            begun = await self._begun(self._begin, source, timeout, False)
+            begun = await self._begun(handoff, self._begin, source, timeout, False)
         outcomes = []
         while begun is not None:
-            outcome, begun = await self._answer(source, agent, send, timeout, *begun)
+            outcome, begun = await self._answer(source, agent, send, timeout, handoff, *begun)
             outcomes.append(outcome)
         return outcomes
 
     async def _answer(self, source: SessionSource, agent: AsyncAgent, send: AsyncSend, timeout: float | None,
-                      turn: Turn, history: list[Any]) -> tuple[TurnOutcome, "_Begun | None"]:
+                      handoff: "_Handoff", turn: Turn, history: list[Any]) -> tuple[TurnOutcome, "_Begun | None"]:
         """One turn: the agent on the loop (no thread held while it thinks), then in a store
         thread its reply written, sent (the send awaited on the loop) and settled, and the
         key's next turn begun."""
@@ -197,13 +198,15 @@ class AsyncTurnlog:
             responder = lambda history, item: self._pull(loop, stream)  # noqa: E731
         else:
             responder = lambda history, item: reply  # noqa: E731
-        return await self._begun(self._respond, turn, responder, self._sender(loop, send), source, timeout)
+        return await self._begun(handoff, self._respond, turn, responder, self._sender(loop, send), source, timeout)
 
-    async def _begun(self, step: Callable[..., T], *args: Any) -> T:
-        """A store call that may begin a turn, for a caller that may be cancelled meanwhile."""
-        handoff = _Handoff()
+    async def _begun(self, handoff: "_Handoff", step: Callable[..., T], *args: Any) -> T:
+        """A store call that may begin a turn, for a caller that may be cancelled meanwhile (one
+        handoff serves all the calls of one caller, one at a time)."""
         try:
-            return await self.run(step, *args, handoff)
+            begun = await self.run(step, *args, handoff)
+            handoff.received()
+            return begun
         except asyncio.CancelledError:
             orphan = handoff.abandon()
             if orphan is not None:  # begun just as the caller went away: nobody will run it
@@ -324,7 +327,7 @@ def wrap(turnlog: "Turnlog | AsyncTurnlog") -> AsyncTurnlog:
 
 @dataclass
 class _Handoff:
-    """A turn begun in a worker thread for a caller on the loop that may be cancelled meanwhile.
+    """A turn begun in a store thread for a caller on the loop that may be cancelled meanwhile.
     Whichever side comes second settles it: the thread fails a turn it began for a caller already
     gone, the cancelled caller fails one that was delivered but never run. Before the turn begins,
     `stop` keeps it from beginning at all, so the accepted message stays pending for the next run."""
@@ -339,6 +342,11 @@ class _Handoff:
                 return False
             self._turn = turn
             return True
+
+    def received(self) -> None:
+        """The caller has the delivered turn: it is the caller's to answer or fail from now on."""
+        with self._lock:
+            self._turn = None
 
     def abandon(self) -> Turn | None:
         with self._lock:
@@ -355,6 +363,11 @@ class _Key:
     accepting: asyncio.Lock = field(default_factory=asyncio.Lock)
     running: asyncio.Lock = field(default_factory=asyncio.Lock)
     callers: int = 0
+
+
+def _cancel_pull(pull: LoopCall, _reason: str) -> None:
+    """The turn was cancelled: stop waiting for the agent's next message."""
+    pull.cancel()
 
 
 _Begun = tuple[Turn, list[Any]]  # a turn begun in a store thread, with its agent's history

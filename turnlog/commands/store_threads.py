@@ -83,10 +83,10 @@ class _Channel:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._lock = threading.Lock()
-        self._items: list[Callable[[], None]] = []
+        self._items: list[Callable[[], Any]] = []
         self._scheduled = False
 
-    def post(self, item: Callable[[], None]) -> None:
+    def post(self, item: Callable[[], Any]) -> None:
         with self._lock:
             self._items.append(item)
             if self._scheduled:
