@@ -70,7 +70,7 @@ class AsyncTurnlog:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call a sync Turnlog method in a store thread."""
-        return await self._store.run(functools.partial(fn, *args, **kwargs))
+        return await self._store.call(functools.partial(fn, *args, **kwargs))
 
     def _wait(self, loop: asyncio.AbstractEventLoop, awaitable: Any) -> Any:
         """In a store thread: await `awaitable` on the loop, without holding a store slot."""
@@ -204,7 +204,7 @@ class AsyncTurnlog:
         """A store call that may begin a turn, for a caller that may be cancelled meanwhile (one
         handoff serves all the calls of one caller, one at a time)."""
         try:
-            begun = await self.run(step, *args, handoff)
+            begun = await self._store.call(functools.partial(step, *args, handoff))
             handoff.received()
             return begun
         except asyncio.CancelledError:

@@ -182,11 +182,13 @@ class StoreThreads:
 
     # -- from the loop ---------------------------------------------------------------------
 
-    async def run(self, fn: Callable[[], T]) -> T:
+    def call(self, fn: Callable[[], T]) -> "asyncio.Future[T]":
+        """On the loop: `fn` queued, its outcome to the returned future (awaited directly, not
+        through another coroutine: each frame in an await chain is resumed on every wake-up)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self.submit(fn, future, self.channel(loop))
-        return await future
+        return future
 
     def channel(self, loop: asyncio.AbstractEventLoop) -> _Channel:
         channel = self._channels.get(loop)
