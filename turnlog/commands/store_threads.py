@@ -159,8 +159,9 @@ async def _awaited(value: Any) -> Any:
 
 class StoreThreads:
     def __init__(self, slots: int, threads: int, *, name: str = "turnlog-aio") -> None:
-        if slots < 1 or threads < slots:
-            raise ValueError("store threads need at least one slot and at least as many threads as slots")
+        if slots < 1 or threads < 1:
+            raise ValueError("the store threads need at least one slot and one thread")
+        slots = min(slots, threads)  # a slot no thread can take would never be used
         self._lock = threading.Lock()
         self._queue: deque[_Call] = deque()
         self._idle: list[_Worker] = []
