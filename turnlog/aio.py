@@ -121,13 +121,12 @@ class AsyncTurnlog:
         """Accept the message durably, then run the key's turns until its queue is empty. On a key
         idle in this process, the accept and the turn's start are one store call and one transaction."""
         key = self._key(self.turnlog.routing_key(source))
-        handoff = _Handoff()
         async with key.accepting:  # FIFO: arrival order
             if key.callers:  # its turns run here now: they will run this message too
                 await self.run(self.turnlog.accept, source, text, kind=kind)
                 idle = False
             else:
-                idle = True
+                idle, handoff = True, _Handoff()
                 key.callers += 1
                 await key.running.acquire()  # free, nobody waiting for it: taken at once
                 try:
