@@ -6,7 +6,8 @@ turns in the workload's order, one at a time, so each key's turns stay in order 
 are in flight. Agents await `asyncio.sleep(0)` and answer at once: what is measured is the
 engine. A turn's latency is the wall time of its `handle_message` (the durable accept, the
 routing, the lease, the reply with its obligation, the send and its settling), including any
-wait for a store slot behind the other keys' turns.
+wait for a store slot behind the other keys' turns. `handoffs_per_turn` counts the calls between
+the event loop and the store threads a turn made (AsyncTurnlog.handoffs).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import statistics
 import time
 from typing import Any
 
-from .aio import AsyncTurnlog
+from .aio import AsyncTurnlog, Handoffs
 from .api import Turnlog
 from .bench import Progress, percentile, prepare_workload
 from .workload import assistant_text, user_text
+
+STORE_THREADS = 4
 
 
 def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int, *, workdir: str | None = None,
@@ -57,15 +60,17 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
             if progress is not None and done[0] % 100 == 0:
                 progress(done[0], len(work))
 
-    async def main() -> float:
-        t = AsyncTurnlog(Turnlog(db, owner="bench"), store_threads=4, threads=max(8, concurrency))
+    async def main() -> tuple[float, Handoffs]:
+        t = AsyncTurnlog(Turnlog(db, owner="bench"), store_threads=STORE_THREADS, threads=max(8, concurrency))
+        before = t.handoffs
         start = time.perf_counter()
         await asyncio.gather(*(lane(t, items) for items in lanes))
         wall = time.perf_counter() - start
+        after = t.handoffs
         await t.close()
-        return wall
+        return wall, Handoffs(after.store_calls - before.store_calls, after.loop_calls - before.loop_calls)
 
-    wall = asyncio.run(main())
+    wall, handoffs = asyncio.run(main())
     lat_ms = [x * 1000 for x in latencies]
     result: dict[str, Any] = {
         "bench": "turnlog-concurrent",
@@ -75,6 +80,9 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
         "turns_done": len(latencies),
         "workload_wall_s": round(wall, 3),
         "turns_per_s": round(len(latencies) / wall, 2),
+        # Calls between the loop and the store threads (a count: the same on any machine).
+        "handoffs_per_turn": {"store_calls": round(handoffs.store_calls / len(latencies), 2),
+                              "loop_calls": round(handoffs.loop_calls / len(latencies), 2)},
         "turn_latency_ms": {"p50": round(percentile(lat_ms, 50), 3), "p90": round(percentile(lat_ms, 90), 3),
                             "p99": round(percentile(lat_ms, 99), 3), "max": round(max(lat_ms), 3),
                             "mean": round(statistics.fmean(lat_ms), 3)},

@@ -34,6 +34,7 @@ from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.rotation import RotationCommands
 from .commands.runner import TurnRunner
 from .commands.turn import Turn, reply_obligation
+from .domain.inbox import HUMAN
 from .domain.source import SessionSource
 from .errors import CompactionFailed
 from .domain.transcript import MessageAppended
@@ -78,12 +79,21 @@ class TurnOperations:
     # -- the lease -----------------------------------------------------------------------
 
     def begin_next(self, source: SessionSource, *, timeout: float | None = None,
-                   stop: threading.Event | None = None) -> Turn | None:
+                   stop: threading.Event | None = None, cached: bool = False) -> Turn | None:
         """Begin the key's next pending turn and return it (None: nothing waits), for a caller
         that runs the agent itself, as the asyncio API does: the Turn's `keep`, `respond` and
         `fail` finish it. Setting `stop` before the lease is ours gives the wait up and starts
-        nothing, so the message stays for the next run."""
-        return self._runner.begin_next(source, timeout=timeout, stop=stop)
+        nothing, so the message stays for the next run. `cached`: the queue as this process last
+        wrote it will do (right after this process's own turn on the key, as handle_message does)."""
+        return self._runner.begin_next(source, timeout=timeout, stop=stop, cached=cached)
+
+    def accept_and_start(self, source: SessionSource, text: str, *, kind: str = HUMAN,
+                         stop: threading.Event | None = None) -> Turn | None:
+        """Accept a message (Turnlog.accept) and, when its key is idle, begin its turn in the same
+        transaction, as handle_message does; None when no turn was begun (a repeat, or the key
+        busy: begin_next then waits for the lease). Setting `stop` before the start is made
+        leaves the accepted message pending."""
+        return self._runner.accept_and_start(source, text, kind=kind, stop=stop)
 
     def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
                       *, actor: str | None = None, cause: str = "turn") -> LeaseToken:

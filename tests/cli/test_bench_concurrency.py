@@ -13,6 +13,8 @@ def test_the_concurrent_workload_runs_every_turn_and_keeps_each_keys_order(tmp_p
     result = json.loads(ok("bench", "-S", "12", "-T", "3", "-C", "5", "--workdir", str(work), "--json").stdout)
     assert (result["turns_done"], result["params"]["concurrency"]) == (36, 5)
     assert result["turns_per_s"] > 0 and result["turn_latency_ms"]["p99"] >= result["turn_latency_ms"]["p50"]
+    # a turn on an idle key: its start and its answer, two store calls, and its send on the loop
+    assert result["handoffs_per_turn"] == {"store_calls": 2.0, "loop_calls": 1.0}
     t = Turnlog(work / "bench.db")
     sessions = t.sessions()
     assert len(sessions) == 12

@@ -3,8 +3,8 @@ saves grouped into shared transactions) is killed at the k-th group commit, insi
 transaction or right after its commit (before any member's thread has sent or acknowledged what
 it saved), then restarted on the same log to finish its work.
 
-The kill point is chosen by the environment (KILL_AFTER_GROUP, KILL_POINT), so each case is
-deterministic. The kill -9 harness's checker judges the result from the log and the fake
+The kill point is chosen by the environment (KILL_AFTER_GROUP, KILL_POINT; or KILL_AT_WRITE, the
+n-th write transaction of any kind), so each case is deterministic. The kill -9 harness's checker judges the result from the log and the fake
 platform's send file: no accepted message lost (each answered once), no reply sent twice or
 sent at all without the delivery ledger recording its attempt, nothing owed or held at the end.
 """
@@ -34,6 +34,8 @@ adapter = FakeAdapter(kit.work / "sent.jsonl", boot=os.getpid())
 t = kit.turnlog(config=EngineConfig(freshness_window_s=3600, lease_ttl_s=2.0), owner=f"gw-{{os.getpid()}}")
 if os.environ.get("KILL_AFTER_GROUP"):
     kit.kill_in_group(t, int(os.environ["KILL_AFTER_GROUP"]), os.environ["KILL_POINT"])
+if os.environ.get("KILL_AT_WRITE"):
+    kit.kill_at_write(t, int(os.environ["KILL_AT_WRITE"]))
 replies = itertools.count()
 
 def source(key, n=None):
@@ -100,3 +102,20 @@ def test_a_kill_at_a_group_commit_loses_nothing_accepted(tmp_path, monkeypatch, 
     sent = [line for line in (tmp_path / "sent.jsonl").read_text().splitlines() if line]
     assert len(sent) >= KEYS * MESSAGES  # every message answered (a recovered reply may be sent twice)
     assert os.path.exists(db)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 10, 40])
+def test_a_kill_at_any_write_of_the_concurrent_run_loses_nothing_accepted(tmp_path, monkeypatch, n):
+    """Killed inside its n-th write (an accept that starts its turn in the same transaction, a
+    reply with its attempting delivery, a settlement, alone or in a group), then restarted."""
+    db = tmp_path / "gateway.db"
+    monkeypatch.setenv("KILL_AT_WRITE", str(n))
+    procs.crash(db, gateway())
+    monkeypatch.delenv("KILL_AT_WRITE")
+    assert procs.run(db, gateway()).strip() == "clean"
+
+    report = check(str(db), str(tmp_path / "sent.jsonl"))
+    assert report.violations == [], "\n".join(report.violations[:20])
+    assert report.stats["accepted"] == KEYS * MESSAGES, report.stats
+    assert report.stats["left_queued"] == 0, report.stats
+    assert report.stats["unclean_boots"] == 1

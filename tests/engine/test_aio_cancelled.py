@@ -91,3 +91,57 @@ def test_status_lists_a_lease_its_holder_left_to_expire_apart_from_running_turns
     status = t.status()
     assert status["active_turns"] == []
     assert [(lease["session_id"], lease["epoch"]) for lease in status["expired_leases"]] == [(session_id, token.epoch)]
+
+
+class HeldClock(ManualClock):
+    """A manual clock that, once armed, holds the first store thread that asks it the time until
+    told to go on: a caller can then be cancelled in the middle of its store call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.entered = threading.Event()
+        self.go_on = threading.Event()
+
+    def now(self):
+        if self.armed and threading.current_thread().name.startswith("turnlog-aio"):
+            self.armed = False
+            self.entered.set()
+            assert self.go_on.wait(WAIT_S)
+        return super().now()
+
+
+def test_a_caller_cancelled_while_its_message_is_accepted_leaves_it_to_the_next_run(db):
+    """On an idle key the accept and the turn's start are one store call: a caller that goes away
+    before the start is made leaves the accepted message pending, not started with nobody to answer it."""
+    clock = HeldClock()
+    asked: list[str] = []
+
+    async def agent(history, item):
+        asked.append(item.text)
+        return "never"
+
+    async def send(text):
+        raise AssertionError("nothing is sent")
+
+    with Turnlog(db, clock=clock, owner="gateway-a") as t:
+        async def cancelled_call() -> None:
+            at = AsyncTurnlog(t, store_threads=1)  # one slot: a later call runs once the held one ended
+            clock.armed = True
+            call = asyncio.create_task(at.handle_message(alice("m-1"), "hello", agent, send))
+            assert await asyncio.to_thread(clock.entered.wait, WAIT_S), "the store call never asked the time"
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            clock.go_on.set()
+            await asyncio.wait_for(at.run(lambda: None), WAIT_S)
+            await asyncio.wait_for(at.close(), WAIT_S)
+        asyncio.run(cancelled_call())
+
+    with Turnlog(db, clock=clock, owner="gateway-b") as t:
+        assert asked == []
+        assert [item["state"] for item in t.queue(alice("m-1"))] == ["pending"]
+        assert t.status()["active_turns"] == []
+        sent: list[str] = []
+        outcome = t.run_next(alice("m-1"), lambda history, item: f"re: {item.text}", sent.append)
+        assert outcome is not None and sent == ["re: hello"]

@@ -6,7 +6,8 @@ ManualClock at the time the parent chose, so several boots are as far apart as t
 blocks until the kill, and `kit.kill_after_save(t, predicate)` makes the process SIGKILL itself
 right after committing a save that `predicate` picks (a crash between two commits);
 `kill_before_save` just before it, `kill_in_transaction` inside its transaction before the commit;
-`kill_in_group` at the k-th transaction that group commit shares between several saves.
+`kill_in_group` at the k-th transaction that group commit shares between several saves,
+`kill_at_write` inside the n-th write transaction of any kind.
 """
 
 from __future__ import annotations
@@ -97,6 +98,24 @@ class Kit:
         def insert(c: Any, stored_events: Any, **kwargs: Any) -> Any:
             positions = original(c, stored_events, **kwargs)
             if any(s.topic == topic for s in stored_events):
+                self.kill_self()
+            return positions
+        recorder._insert_events = insert
+
+    def kill_at_write(self, t: Any, n: int) -> None:
+        """SIGKILL this process inside its n-th write transaction (lone or shared by a group), after
+        its rows are written and before the commit."""
+        recorder = t.app.recorder
+        original = recorder._insert_events
+        writes = [0]
+        counting = threading.Lock()
+
+        def insert(c: Any, stored_events: Any, **kwargs: Any) -> Any:
+            positions = original(c, stored_events, **kwargs)
+            with counting:
+                writes[0] += 1
+                last = writes[0] == n
+            if last:
                 self.kill_self()
             return positions
         recorder._insert_events = insert

@@ -52,33 +52,15 @@ class TurnRunner:
                        kind: str = HUMAN, timeout: float | None = None) -> list[TurnOutcome]:
         """Accept a message and run turns until the key's queue is empty."""
         rk = self.routing.routing_key(source)
-        actor, cause = self.inbound.who(source, kind)
         batched = kind == HUMAN and self.ctx.config.text_batching.applies(source.platform)
         with self.ctx.recorder.turn_span(source, rk.key) as span:
-            turn = self._turn(rk)
-            arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=not batched)
-            try:
-                with self.ctx.recorder.span("routing"):
-                    routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=arrival, rk=rk)
-            except DuplicateInbound as duplicate:
-                turn.drop()
-                self.inbound.refuse(rk, kind, duplicate, actor, cause)
-                span.set_attribute("turnlog.duplicate", duplicate.reason)
-                return []  # a repeat never runs (nor routes: a redelivered message must not touch the session)
-            except BaseException:
-                turn.drop()
-                raise
-            span.set_attribute("gen_ai.conversation.id", routed.session_id)
-            if arrival.starting is None:
-                turn.drop()
-            if batched:
-                return []  # it waits for the rest of its burst: run_due_batches runs it (batching.py)
-            if arrival.starting is not None:
-                turn.begun(arrival.starting, created_session=routed.created, reason=routed.reason)
-                outcome: TurnOutcome | None = turn.respond(responder, sender)
-            else:
-                turned = self.begin_next(source, timeout=timeout, routed=routed, rk=rk)
-                outcome = turned.respond(responder, sender) if turned is not None else None
+            arrived = self._arrive(source, text, kind, rk, start_at_once=not batched, span=span)
+            if arrived is None or batched:
+                return []  # a repeat never runs; a batched text waits for its burst (batching.py)
+            turn, routed = arrived
+            if turn is None:
+                turn = self.begin_next(source, timeout=timeout, routed=routed, rk=rk)
+            outcome: TurnOutcome | None = turn.respond(responder, sender) if turn is not None else None
         outcomes = []
         while outcome is not None:
             outcomes.append(outcome)
@@ -86,6 +68,40 @@ class TurnRunner:
             # process accepted meanwhile is run by that process's own handle_message.
             outcome = self.run_next(source, responder, sender, timeout=timeout, cached=True, rk=rk)
         return outcomes
+
+    def accept_and_start(self, source: SessionSource, text: str, *, kind: str = HUMAN,
+                         stop: threading.Event | None = None) -> Turn | None:
+        """Accept a message and, when its key is idle, begin its turn in the same transaction;
+        None when it was not begun (a repeat, or the key busy: begin_next waits for the lease).
+        `stop` set before the start is made leaves the accepted message pending."""
+        arrived = self._arrive(source, text, kind, self.routing.routing_key(source), start_at_once=True, stop=stop)
+        return arrived[0] if arrived is not None else None
+
+    def _arrive(self, source: SessionSource, text: str, kind: str, rk: RoutingKey, *, start_at_once: bool,
+                span: Any = None, stop: threading.Event | None = None) -> tuple[Turn | None, RouteResult] | None:
+        """The accept and routing in one transaction, with the turn's start when the key is idle;
+        None for a repeat (recorded as refused)."""
+        actor, cause = self.inbound.who(source, kind)
+        turn = self._turn(rk, stop)
+        arrival = _Arrival(self, turn, rk, source, text, kind, actor, cause, start_at_once=start_at_once)
+        try:
+            with self.ctx.recorder.span("routing"):
+                routed = self.routing.get_or_create_session(source, actor=actor, cause=cause, also=arrival, rk=rk)
+        except DuplicateInbound as duplicate:
+            turn.drop()
+            self.inbound.refuse(rk, kind, duplicate, actor, cause)
+            if span is not None:
+                span.set_attribute("turnlog.duplicate", duplicate.reason)
+            return None  # a repeat never runs (nor routes: a redelivered message must not touch the session)
+        except BaseException:
+            turn.drop()
+            raise
+        if span is not None:
+            span.set_attribute("gen_ai.conversation.id", routed.session_id)
+        if arrival.starting is None:
+            turn.drop()
+            return None, routed
+        return turn.begun(arrival.starting, created_session=routed.created, reason=routed.reason), routed
 
     def run_next(self, source: SessionSource, responder: Responder, sender: Sender, *, generation: int = 0,
                  timeout: float | None = None, routed: RouteResult | None = None,
@@ -309,7 +325,7 @@ class _Arrival:
         inbox, item_id, seen = inbound.accepting(self.rk, self.source, self.text, self.kind, self.actor, self.cause,
                                                  first_try=self.tries.first())
         self.starting = None
-        if self.start_at_once:
+        if self.start_at_once and not self.turn.stop.is_set():  # a caller gone: the message stays pending
             self.starting = self.runner.start_at_once(self.turn, inbox, item_id, session_id, self.source,
                                                       new_session)
         return [inbox, *seen, *(self.starting.events() if self.starting is not None else [])]
