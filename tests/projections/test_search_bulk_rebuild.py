@@ -1,7 +1,8 @@
-"""A rebuild of the search read model decodes its batch at once (the sealed text of every row
-opened in one pass); it must give exactly what the projection gave event by event: the same
-rows in every table and the same hits, through edits, an erased subject, a compaction, an
-archived session, a Hermes import's runs and Chinese text found by the trigram index."""
+"""A rebuild of the search read model writes its rows in one large batch (one transaction, the
+full-text indexes filled from the table at once); it must give exactly what the projection gave
+catching up step by step and event by event: the same rows in every table and the same hits,
+through edits, an erased subject, a compaction, an archived session, a Hermes import's runs,
+tool calls and Chinese text found by the trigram index."""
 
 from __future__ import annotations
 

@@ -178,15 +178,6 @@ class _SearchWriter:
         self.next_id = 0  # the next message's id, read from the table on first use
         self.edits: list[tuple[str, str, int, int]] = []  # (session aggregate id, fate, from_seq, upto_seq), in order
 
-    def apply_rows(self, rows: list[Any], decoded: list[Any], log: Any) -> None:
-        """A batch at once: the rows no other writer decoded are decoded together (their sealed
-        text opened in one pass: LogReader.fields_of_rows), then applied in log order."""
-        todo = [row for row, fields in zip(rows, decoded) if fields is None]
-        fresh = iter(log.fields_of_rows(todo) if todo else ())
-        apply = self.apply_fields
-        for row, fields in zip(rows, decoded):
-            apply(row[3], fields if fields is not None else next(fresh), row[0])
-
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         if topic == IMPORTED:
             for message in imported_fields(e):
@@ -202,12 +193,12 @@ class _SearchWriter:
             name, tool_call_id, token_count = e["name"], e["tool_call_id"], e["token_count"]
             finish, platform_id = e["finish_reason"], e["platform_message_id"]
             self.rows.append((rowid, self._filing(e["session_id"]), e["originator_version"], e["role"], at,
-                              text, 1 if cjk else 0, NULL if text == content else content,
-                              NULL if tool_calls is None else orjson.dumps(tool_calls).decode(),
-                              NULL if tool_call_id is None else tool_call_id, NULL if name is None else name,
-                              NULL if token_count is None else token_count, NULL if finish is None else finish,
-                              NULL if platform_id is None else platform_id, e["epoch"], pack_hex(e["turn_id"]),
-                              e["actor"], e["cause"], NULL if stamp == at else stamp, position))
+                              text, 1 if cjk else 0, _NULL if text == content else content,
+                              _NULL if tool_calls is None else orjson.dumps(tool_calls).decode(),
+                              _NULL if tool_call_id is None else tool_call_id, _NULL if name is None else name,
+                              _NULL if token_count is None else token_count, _NULL if finish is None else finish,
+                              _NULL if platform_id is None else platform_id, e["epoch"], pack_hex(e["turn_id"]),
+                              e["actor"], e["cause"], _NULL if stamp == at else stamp, position))
             if cjk:
                 self.cjk.append((rowid, cjk))
         elif topic in EDIT_FATES:
@@ -289,7 +280,7 @@ class _SearchWriter:
 # What the optional columns of a message (NULL in most) are bound as: SQLite stores a NaN as NULL,
 # and the sqlite3 module binds a float directly but None through an adapter lookup, which cost
 # more than the rest of the row.
-NULL = float("nan")
+_NULL = float("nan")
 _INSERT_MESSAGES = "INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)"
 
 

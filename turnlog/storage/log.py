@@ -212,44 +212,23 @@ class LogReader:
         datetime fields) as their ISO text, exactly what `isoformat()` gives, and its stream id
         as text (`str(originator_id)`); other values as the event holds them. Projections that
         store times as text read these."""
-        return self.fields_of_rows([row])[0]
-
-    def fields_of_rows(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
-        """`fields` of each row, for a batch: where the fast path applies, the sealed values of
-        all the rows are opened in one pass (Sealer.unseal_many) between parsing and finishing."""
-        parsed = [self._parsed(row) for row in rows]
-        sealed = [(row[3], p[0]) for row, p in zip(rows, parsed) if p is not None and _SEALED in p[3]]
-        if sealed:
-            self.app.mapper.sealer.unseal_many(sealed, False)  # type: ignore[attr-defined]
-        out = []
-        for row, p in zip(rows, parsed):
-            if p is None:
-                event = self.decode(row)
-                data = {name: value.isoformat() if isinstance(value, datetime) else value
-                        for name, value in event.__dict__.items()}
-                data["originator_id"] = str(event.originator_id)
-            else:
-                data = self._finished(p, row[2])[0]
-                originator_id = row[1]
-                data["originator_id"] = (self._id_texts.get(originator_id) or str(self._id(originator_id))) \
-                    if self.uuid_ids else str(originator_id)
-            out.append(data)
-        return out
+        stored = self._stored_fields(row)
+        if stored is not None:
+            data = stored[0]
+            originator_id = row[1]
+            data["originator_id"] = (self._id_texts.get(originator_id) or str(self._id(originator_id))) \
+                if self.uuid_ids else str(originator_id)
+            return data
+        event = self.decode(row)
+        data = {name: value.isoformat() if isinstance(value, datetime) else value
+                for name, value in event.__dict__.items()}
+        data["originator_id"] = str(event.originator_id)
+        return data
 
     def _stored_fields(self, row: Row) -> tuple[dict[str, Any], type, list[str]] | None:
         """The event's stored fields with its tagged times as their text (and which fields they
         are), its other tagged values decoded, when the fast path applies (turnlog's transcoder,
         no cipher, no compressor, the class's current version, uuid ids as text); None otherwise."""
-        parsed = self._parsed(row)
-        if parsed is None:
-            return None
-        if _SEALED in parsed[3]:
-            self.app.mapper.sealer.unseal(row[3], parsed[0], False)  # type: ignore[attr-defined]
-        return self._finished(parsed, row[2])
-
-    def _parsed(self, row: Row) -> tuple[dict[str, Any], type, tuple[str, ...], bytes] | None:
-        """The first step of _stored_fields: the stored JSON parsed (its sealed values still
-        sealed), with the class, its time fields and the JSON; None where the fast path does not apply."""
         _, originator_id, version, topic, state = row
         plan = self.plans.get(topic)
         if plan is None:
@@ -261,12 +240,8 @@ class LogReader:
         data = orjson.loads(state)
         if data.pop("class_version", 1) != self._class_versions.get(topic, 1):
             return None  # an older version: the mapper's upcasters decode it
-        return data, cls, times, state
-
-    def _finished(self, parsed: tuple[dict[str, Any], type, tuple[str, ...], bytes], version: int
-                  ) -> tuple[dict[str, Any], type, list[str]]:
-        """The last step of _stored_fields, after the sealed values are open: times as text, other tags decoded."""
-        data, cls, times, state = parsed
+        if _SEALED in state:
+            self.app.mapper.sealer.unseal(topic, data, False)  # type: ignore[attr-defined]
         tags = state.count(b'"_type_"')
         converted = []
         for name in times:

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import base64
 import os
-from binascii import a2b_base64
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Hashable, Iterator, cast
+from typing import Any, Callable, Hashable, cast
 from uuid import UUID
 
 from eventsourcing.domain import CanSnapshotAggregate
@@ -119,42 +118,21 @@ class Sealer:
 
     def unseal(self, topic: str, state: dict[str, Any], snapshot: bool | None = None) -> None:
         """Open the sealed fields of a decoded state, in place; an erased key's read as stand-ins."""
-        self.unseal_many([(topic, state)], snapshot)
-
-    def unseal_many(self, states: list[tuple[str, dict[str, Any]]], snapshot: bool | None = None) -> None:
-        """`unseal` of each (topic, state), their sealed values opened in one pass (a rebuild's
-        batch: the per-value work is the decryption, not the walk)."""
-        slots: list[tuple[Any, Any]] = []
-        for topic, state in states:
-            shot = self.is_snapshot(topic) if snapshot is None else snapshot
-            paths = _SNAPSHOT_PATHS if shot else SEALED.get(topic, ())
-            if paths:
-                slots.extend(_slots(state, paths, copy=False))
-        opened = self.open_many([container[key] for container, key in slots])
-        for (container, key), value in zip(slots, opened):
-            container[key] = value
+        if snapshot is None:
+            snapshot = self.is_snapshot(topic)
+        paths = _SNAPSHOT_PATHS if snapshot else SEALED.get(topic, ())
+        if paths:
+            _apply(state, paths, self.open, copy=False)
 
     def open(self, value: Any) -> Any:
-        return self.open_many([value])[0]
-
-    def open_many(self, values: list[Any]) -> list[Any]:
-        """Each value opened (a value that is not sealed as it is); an erased key's as its stand-in."""
-        keys: dict[str, Any] = {}
-        decode, key_by_id = self.decode, self.keys.key_by_id
-        out = []
-        for value in values:
-            if not is_sealed(value):
-                out.append(value)
-                continue
-            blob = value[SEALED_VALUE]
-            key_id = value[SEALED_TAG]
-            key = keys[key_id] if key_id in keys else keys.setdefault(key_id, key_by_id(key_id))
-            if key is None:
-                out.append(stand_in(blob[:1]))
-                continue
-            raw = a2b_base64(blob[1:])  # what base64.b64decode does with text
-            out.append(decode(key.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _AAD)))
-        return out
+        if not is_sealed(value):
+            return value
+        blob = value[SEALED_VALUE]
+        key = self.keys.key_by_id(value[SEALED_TAG])
+        if key is None:
+            return stand_in(blob[:1])
+        raw = base64.b64decode(blob[1:])
+        return self.decode(key.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _AAD))
 
     def is_snapshot(self, topic: str) -> bool:
         known = self._snapshot_topics.get(topic)
@@ -170,19 +148,12 @@ class Sealer:
 def _apply(state: dict[str, Any], paths: tuple[str, ...], change: Callable[[Any], Any], *, copy: bool) -> None:
     """Replace the value at each path by change(value); dicts on the way are copied first when
     `copy` (the event's own containers must not change)."""
-    for container, key in _slots(state, paths, copy=copy):
-        container[key] = change(container[key])
-
-
-def _slots(state: dict[str, Any], paths: tuple[str, ...], *, copy: bool) -> Iterator[tuple[Any, Any]]:
-    """(container, key) of the value at each path that the state has; with `copy`, the dicts on
-    the way are copies put in place of the state's own."""
     copied: set[str] = set()
     for path in paths:
         head, dot, rest = path.partition(".")
         if not dot:
             if head in state:
-                yield state, head
+                state[head] = change(state[head])
             continue
         if head.endswith("[]"):
             head = head[:-2]
@@ -191,18 +162,19 @@ def _slots(state: dict[str, Any], paths: tuple[str, ...], *, copy: bool) -> Iter
                 if copy and head not in copied:
                     items = [dict(i) if isinstance(i, dict) else i for i in items]
                     copied.add(head)
-                    state[head] = items
                 for item in items:
                     if isinstance(item, dict) and rest in item:
-                        yield item, rest
+                        item[rest] = change(item[rest])
+                state[head] = items
             continue
         inner = state.get(head)
         if isinstance(inner, dict):
             if copy and head not in copied:
-                inner = state[head] = dict(inner)
+                inner = dict(inner)
                 copied.add(head)
             if rest in inner:
-                yield inner, rest
+                inner[rest] = change(inner[rest])
+            state[head] = inner
 
 
 class SealingMapper(Mapper[UUID]):
