@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .errors import InvalidRequest, ReadOnlyDatabase
+from .projections import reindex as _reindex
 from .projections import verify as _verify
 from .storage.chain import ChainReport, ChainSealer
 from .storage.sqlite_errors import is_busy
@@ -108,6 +109,15 @@ class Maintenance:
                 raise InvalidRequest(f"{what} must be a positive whole number, not {value!r}")
         return self._runner.run_rebuild(self._names(names), progress=progress, pause=pause, batch=batch,
                                         workers=workers).to_dict()
+
+    def rebuild_search_index(self) -> dict[str, Any]:
+        """Rebuild the search model's full-text indexes (words, and the CJK trigram index) from
+        its own rows, without reading the log, in one transaction: what a damaged index needs
+        (Hermes' rebuild_fts). The model is caught up first; one behind the log or missing is
+        refused (StoreError: `rebuild(["search"])` rebuilds it from the log), as is a run beside
+        another rebuild. Returns `messages` and `cjk_messages` indexed, and `seconds`."""
+        self.catch_up(["search"])
+        return _reindex.reindex(self._runner, "search")
 
     def projection_status(self) -> list[ProjectionPosition]:
         """Where each read model stands against the log."""

@@ -45,7 +45,8 @@ def test_bench_prints_the_workload_fields(tmp_path):
     assert result.exit_code == 0, result.output
     figures = json.loads(result.output)
     assert figures["turns_done"] == 6 and figures["replies_sent"] == 6
-    for field in ("turns_per_s", "turn_latency_ms", "restart", "search", "fts_rebuild", "bytes_after_workload"):
+    for field in ("turns_per_s", "turn_latency_ms", "restart", "search", "fts_rebuild", "fts_index_rebuild",
+                  "bytes_after_workload"):
         assert figures[field] is not None, field
     assert set(figures["turn_latency_ms"]) >= {"p50", "p99"}
     assert figures["accept_latency_ms"]["accepts"] == 500 and figures["accept_latency_ms"]["p99"] > 0

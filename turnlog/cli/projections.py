@@ -59,16 +59,23 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
               help="Milliseconds to wait between batches, to let a live gateway's writes through.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes sharing the work (default: 2 for a large rebuild on 2 cores or more).")
+@click.option("--index-only", is_flag=True,
+              help="Rebuild only the search model's full-text indexes from its rows, without reading the log"
+                   " (for a damaged index; the model itself must be up to date).")
 @output_options
 @click.pass_context
 def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int | None, pause: float,
-            workers: int | None, out: Output) -> None:
+            workers: int | None, index_only: bool, out: Output) -> None:
     """Rebuild read models from the log into fresh tables, then swap them in.
 
     NAMES are projections (routes, sessions, timeline, ledger, queue, leases, route_history, search,
     ...). A rebuild that was interrupted resumes where it stopped when run again. On a terminal
-    a progress bar shows events/s and the time left.
+    a progress bar shows events/s and the time left. With --index-only (NAMES: none or search),
+    only the search model's full-text indexes are rebuilt, from its own rows.
     """
+    if index_only:
+        _rebuild_index_only(ctx, names, all_ or batch is not None or workers is not None or pause > 0, out)
+        return
     if not names and not all_:
         raise click.UsageError("name the projections to rebuild, or give --all")
     if names and all_:
@@ -95,6 +102,15 @@ def rebuild(ctx: click.Context, names: tuple[str, ...], all_: bool, batch: int |
         for name, position in report["resumed"].items():
             out.line(f"{name}: resumed an interrupted rebuild at position {position}")
     out.record(report, text)
+
+
+def _rebuild_index_only(ctx: click.Context, names: tuple[str, ...], other_options: bool, out: Output) -> None:
+    if other_options or set(names) - {"search"}:
+        raise click.UsageError("--index-only rebuilds the search indexes alone: give no other projection,"
+                               " nor --all, --batch, --pause or --workers")
+    report = engine(ctx).maintenance.rebuild_search_index()
+    out.record(report, lambda: out.line(f"rebuilt the search indexes from {report['messages']} messages"
+                                        f" ({report['cjk_messages']} with CJK text, {report['seconds']} s)"))
 
 
 @command()

@@ -60,6 +60,11 @@ def searchable_text(e: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def indexed_cjk(text: str) -> str:
+    """What of a message's searchable text goes into the trigram index: its CJK runs ("" if none)."""
+    return "" if text.isascii() else cjk_runs(text)  # the check is 50x cheaper than the scan
+
+
 class SearchProjection:
     name = "search"
     weight = 6.0  # rebuild cost relative to the others (parallel.py)
@@ -151,6 +156,19 @@ class SearchProjection:
                 problems.append(f"{table}: {unindexed} messages not indexed, {stale} indexed that do not exist")
         return problems
 
+    def reindex(self, t: Tables) -> dict[str, int]:
+        """Rebuild both full-text indexes from the rows of `search_messages`, reading no event
+        (Hermes' rebuild_fts): FTS5 rebuilds the word index from its content table itself; the
+        trigram index keeps no copy, so it is emptied and given each CJK message's runs again,
+        by the rule the writer indexes them with. Returns the messages each index holds."""
+        t.execute("INSERT INTO {search_fts} ({search_fts}) VALUES ('rebuild')")
+        t.execute("INSERT INTO {search_fts_trigram} ({search_fts_trigram}) VALUES ('delete-all')")
+        cjk = [(rowid, indexed_cjk(text)) for rowid, text in
+               t.execute("SELECT id, text FROM {search_messages} WHERE cjk = 1")]
+        t.executemany(_INSERT_TRIGRAM, cjk)
+        messages = t.execute("SELECT count(*) FROM {search_messages}").fetchone()[0]
+        return {"messages": messages, "cjk_messages": len(cjk)}
+
     def salvage(self, db: sqlite3.Connection, table: str) -> None:
         """Give a damaged FTS5 table the shadow rows of an empty index, so that it can be
         dropped (FTS5 must open a table to drop it, and cannot open one whose structure record
@@ -187,15 +205,18 @@ class _SearchWriter:
                 self.next_id = self.t.execute("SELECT coalesce(max(id), 0) + 1 FROM {search_messages}").fetchone()[0]
             rowid, self.next_id = self.next_id, self.next_id + 1
             text = searchable_text(e)
-            cjk = "" if text.isascii() else cjk_runs(text)  # the check is 50x cheaper than the scan
+            cjk = indexed_cjk(text)
             content, tool_calls, stamp = e["content"], e["tool_calls"], e["timestamp"]
             at = utc_iso(stamp)
+            name, tool_call_id, token_count = e["name"], e["tool_call_id"], e["token_count"]
+            finish, platform_id = e["finish_reason"], e["platform_message_id"]
             self.rows.append((rowid, self._filing(e["session_id"]), e["originator_version"], e["role"], at,
-                              text, 1 if cjk else 0, None if text == content else content,
-                              None if tool_calls is None else orjson.dumps(tool_calls).decode(), e["tool_call_id"],
-                              e["name"], e["token_count"], e["finish_reason"], e["platform_message_id"], e["epoch"],
-                              pack_hex(e["turn_id"]), e["actor"], e["cause"], None if stamp == at else stamp,
-                              position))
+                              text, 1 if cjk else 0, _NULL if text == content else content,
+                              _NULL if tool_calls is None else orjson.dumps(tool_calls).decode(),
+                              _NULL if tool_call_id is None else tool_call_id, _NULL if name is None else name,
+                              _NULL if token_count is None else token_count, _NULL if finish is None else finish,
+                              _NULL if platform_id is None else platform_id, e["epoch"], pack_hex(e["turn_id"]),
+                              e["actor"], e["cause"], _NULL if stamp == at else stamp, position))
             if cjk:
                 self.cjk.append((rowid, cjk))
         elif topic in EDIT_FATES:
@@ -265,14 +286,21 @@ class _SearchWriter:
         self.edits = []
 
     def _insert_rows(self) -> None:
-        self.t.executemany("INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
-                           self.rows)
+        self.t.executemany(_INSERT_MESSAGES, self.rows)
         # The batch's rows are the table's last (ids number messages in log order): indexed from the table,
         # without passing each text from Python to SQLite again.
         self.t.execute("INSERT INTO {search_fts} (rowid, text) SELECT id, text FROM {search_messages} WHERE id >= ?",
                        (self.rows[0][0],))
-        self.t.executemany("INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)", self.cjk)
+        self.t.executemany(_INSERT_TRIGRAM, self.cjk)
         self.rows, self.cjk = [], []
+
+
+# What the optional columns of a message (NULL in most) are bound as: SQLite stores a NaN as NULL,
+# and the sqlite3 module binds a float directly but None through an adapter lookup, which cost
+# more than the rest of the row.
+_NULL = float("nan")
+_INSERT_TRIGRAM = "INSERT INTO {search_fts_trigram} (rowid, cjk) VALUES (?,?)"
+_INSERT_MESSAGES = "INSERT INTO {search_messages} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)"
 
 
 def pack_hex(text: Any) -> Any:
