@@ -207,6 +207,26 @@ def test_rebuild_workers_must_be_a_positive_number(db):
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 
+def test_a_gateway_with_its_asyncio_face_open_still_shares_a_rebuild_with_a_helper(db, tmp_path):
+    """The asyncio face's store threads are held still for the fork (each runs a call only while
+    holding its fork guard), so an open AsyncTurnlog does not turn a shared rebuild into a lone one."""
+    import asyncio
+
+    from turnlog.aio import AsyncTurnlog
+
+    single = str(tmp_path / "single.db")
+    copy_db(db, single)
+    with Turnlog(db) as t:
+        face = AsyncTurnlog(t)
+        assert asyncio.run(face.run(t.sessions)) is not None  # its threads have run a call
+        report = t.rebuild_projections(workers=2, batch=300)
+        face.shutdown_threads()
+    with Turnlog(single) as t:
+        t.rebuild_projections(workers=1)
+    assert report["workers"] == 2
+    assert table_dump(db) == table_dump(single)
+
+
 def test_a_failed_helper_process_is_reported_and_a_rerun_finishes_the_rebuild(db, tmp_path, monkeypatch):
     from turnlog import StoreError
     from turnlog.projections.runner import ProjectionRunner

@@ -226,12 +226,26 @@ class StoreThreads:
         return LoopCall(self.channel(loop), awaitable)
 
     def wait(self, call: LoopCall) -> Any:
-        """Wait for a loop call's outcome without holding a slot."""
-        self.give_back()
+        """Wait for a loop call's outcome without holding a slot (nor the thread's fork guard)."""
+        self.pause()
         try:
             return call.result()
         finally:
-            self.take_back()
+            self.resume()
+
+    def pause(self) -> None:
+        """In a store thread about to wait (for the loop, for its group's commit): its slot goes
+        back, and its fork guard, so that a rebuild may fork while it waits."""
+        self.give_back()
+        guard = getattr(threading.current_thread(), "fork_guard", None)
+        if guard is not None:
+            guard.release()
+
+    def resume(self) -> None:
+        guard = getattr(threading.current_thread(), "fork_guard", None)
+        if guard is not None:
+            guard.acquire()
+        self.take_back()
 
     def give_back(self) -> None:
         with self._lock:
@@ -270,18 +284,23 @@ class StoreThreads:
 
     def _work(self, ready: threading.Barrier) -> None:
         me = _Worker()
+        # Held while the thread runs a call: a rebuild that forks helper processes takes every
+        # thread's guard first (projections/parallel.py), so none is inside SQLite at the fork.
+        guard = threading.Lock()
+        threading.current_thread().fork_guard = guard  # type: ignore[attr-defined]
         with self._lock:
             self._idle.append(me)
         ready.wait()
         # A save waiting for its group commit gives the slot back, so that the group can grow.
-        with giving_back(self.give_back, self.take_back):
+        with giving_back(self.pause, self.resume):
             while not me.ended:
                 me.wake.acquire()
                 call, me.call = me.call, None
                 if call is None:
                     return  # shut down while idle
                 while call is not None:
-                    call.run()
+                    with guard:
+                        call.run()
                     call = self._next(me)
 
     def _next(self, me: _Worker) -> _Call | None:

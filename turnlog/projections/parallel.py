@@ -48,19 +48,22 @@ POLL_S = 0.05
 
 
 def can_share(runner: CatchingUp) -> bool:
-    return hasattr(os, "fork") and _busy_threads() == 1 and runner.log.direct
+    return hasattr(os, "fork") and _busy_threads() == 0 and runner.log.direct
 
 
 def _busy_threads() -> int:
-    """Threads other than those that can be held still while we fork: a thread with a `fork_guard`
-    lock (the lease keeper) does its work only while holding it, so with the guard in our hand it
-    holds no lock (SQLite's included) that the child could need."""
-    return sum(1 for t in threading.enumerate() if getattr(t, "fork_guard", None) is None)
+    """Threads, besides this one, other than those that can be held still while we fork: a thread
+    with a `fork_guard` lock (the lease keeper, the WAL checkpointer, a store thread of the asyncio
+    face) does its work only while holding it, so with the guard in our hand it holds no lock
+    (SQLite's included) that the child could need."""
+    me = threading.current_thread()
+    return sum(1 for t in threading.enumerate() if t is not me and getattr(t, "fork_guard", None) is None)
 
 
 @contextmanager
 def _threads_held_still() -> Iterator[None]:
-    guards = [g for t in threading.enumerate() if (g := getattr(t, "fork_guard", None)) is not None]
+    me = threading.current_thread()
+    guards = [g for t in threading.enumerate() if t is not me and (g := getattr(t, "fork_guard", None)) is not None]
     for guard in guards:
         guard.acquire()
     try:
