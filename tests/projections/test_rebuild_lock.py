@@ -7,6 +7,9 @@ import json
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
 
 from harness.cli import ok
 from turnlog import SessionSource, Turnlog
@@ -40,30 +43,47 @@ def seeded(path: str) -> str:
     return path
 
 
+@dataclass
+class HeldRebuild:
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+@contextmanager
+def rebuild_held(db: str) -> Iterator[HeldRebuild]:
+    """Another process holds a rebuild of `db` for the block, then finishes it (its outcome in the
+    yielded record once the block ends)."""
+    first = subprocess.Popen([sys.executable, "-c", HELD_REBUILD, db], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    held = HeldRebuild()
+    try:
+        assert first.stdout is not None and first.stdin is not None
+        assert first.stdout.readline() == "rebuilding\n"  # it holds the rebuild now
+        yield held
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        held.stdout, held.stderr = first.communicate(timeout=120)
+        held.returncode = first.returncode
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+
+
 def turnlog(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "turnlog", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_a_second_rebuild_while_one_runs_is_refused_and_the_first_finishes_clean(tmp_path):
     db = seeded(str(tmp_path / "turnlog.db"))
-    first = subprocess.Popen([sys.executable, "-c", HELD_REBUILD, db], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert first.stdout is not None and first.stdin is not None
-        assert first.stdout.readline() == "rebuilding\n"  # it holds the rebuild now
+    with rebuild_held(db) as first:
         second = turnlog("--db", db, "rebuild", "search")
         assert second.returncode == 1, second.stderr
         assert second.stderr.count("\n") == 1 and "another rebuild is running" in second.stderr
         assert "Traceback" not in second.stderr
-        first.stdin.write("go\n")
-        first.stdin.flush()
-        out, err = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
-    assert first.returncode == 0, err
-    assert out == "done\n"
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "done\n"
     status = json.loads(ok("--db", db, "doctor", "--dry-run", "--json").output)
     assert status["ok"], status
     with Turnlog(db, read_only=True) as t:

@@ -16,7 +16,7 @@ from turnlog import ManualClock, SequentialIds, SessionSource, StoreError, Turnl
 from turnlog.cli import main
 
 from chat import ALICE
-from test_rebuild_lock import HELD_REBUILD
+from test_rebuild_lock import rebuild_held
 
 ZH = "我们讨论了大别山项目的进度"
 JA = "カタカナとひらがなのテストです"
@@ -119,20 +119,9 @@ def test_a_search_model_behind_the_log_is_refused_and_the_log_rebuild_named(tmp_
 
 def test_a_search_index_rebuild_while_another_rebuild_runs_is_refused(tmp_path):
     db = seeded(str(tmp_path / "turnlog.db"))
-    first = subprocess.Popen([sys.executable, "-c", HELD_REBUILD, db], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert first.stdout is not None and first.stdin is not None
-        assert first.stdout.readline() == "rebuilding\n"
+    with rebuild_held(db) as first:
         second = subprocess.run([sys.executable, "-m", "turnlog", "--db", db, "rebuild", "--index-only"],
                                 capture_output=True, text=True, timeout=120)
         assert second.returncode == 1, second.stderr
         assert second.stderr.count("\n") == 1 and "another rebuild is running" in second.stderr
-        first.stdin.write("go\n")
-        first.stdin.flush()
-        first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
     assert first.returncode == 0

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import zlib
 from functools import cache
 from importlib import resources
@@ -27,6 +26,7 @@ import zstandard
 from eventsourcing.persistence import Compressor
 
 from .event_dictionary import DICTIONARY_V1
+from .per_thread import per_thread
 
 V1 = b"\x01"
 V2 = b"\x02"
@@ -65,9 +65,6 @@ class _Zstd:
         self.decompress = zstandard.ZstdDecompressor(dict_data=d, format=zstandard.FORMAT_ZSTD1_MAGICLESS).decompress
 
 
-# zstd contexts are not safe to share between threads: one pair per thread, made on first use
-# (opening a store to read plain or v1 events loads nothing).
-_per_thread = threading.local()
 
 
 def compacting() -> bool:
@@ -98,12 +95,7 @@ def deflate(data: bytes) -> bytes:
     return packed if len(packed) < len(data) else data
 
 
-def _codec() -> _Zstd:
-    try:
-        return _per_thread.zstd  # type: ignore[no-any-return]
-    except AttributeError:
-        codec = _per_thread.zstd = _Zstd()
-        return codec
+_codec = per_thread(_Zstd)
 
 
 class EventCompressor(Compressor):

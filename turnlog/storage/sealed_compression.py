@@ -8,14 +8,12 @@ was trained on event shapes, not words. A sealed value says which form it holds 
 
 from __future__ import annotations
 
-import threading
-
 import zstandard
+
+from .per_thread import per_thread
 
 _PARAMETERS = zstandard.ZstdCompressionParameters.from_level(
     3, format=zstandard.FORMAT_ZSTD1_MAGICLESS, write_content_size=1, write_checksum=0, write_dict_id=0)
-# zstd contexts are not safe to share between threads: one pair per thread, made on first use.
-_per_thread = threading.local()
 
 
 class _Zstd:
@@ -24,12 +22,7 @@ class _Zstd:
         self.decompress = zstandard.ZstdDecompressor(format=zstandard.FORMAT_ZSTD1_MAGICLESS).decompress
 
 
-def _codec() -> _Zstd:
-    try:
-        return _per_thread.zstd  # type: ignore[no-any-return]
-    except AttributeError:
-        codec = _per_thread.zstd = _Zstd()
-        return codec
+_codec = per_thread(_Zstd)
 
 
 def shrink(plain: bytes) -> bytes | None:
