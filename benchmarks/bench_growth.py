@@ -30,9 +30,8 @@ import time
 from datetime import timedelta
 
 from turnlog import ManualClock, Turnlog
-from turnlog.bench import prepare_workload
+from turnlog.bench import prepare_workload, run_turns
 from turnlog.search_timing import run_search_mix
-from turnlog.workload import assistant_text, user_text
 
 EDGE = 1000  # turns measured at the start and at the end
 
@@ -57,19 +56,10 @@ def main() -> None:
     clock = ManualClock("2026-01-01T00:00:00+00:00")
 
     t = Turnlog(db, clock=clock, owner="bench")
-    latencies: list[float] = []
     started = time.perf_counter()
-    for n, index in enumerate(order):
-        source = sources[index]
-        source.message_id = f"m{n}"
-        reply = assistant_text(rng)
-        text = user_text(rng, n)
-        t0 = time.perf_counter()
-        t.handle_message(source, text, lambda history, item: reply, lambda *a: None)
-        latencies.append((time.perf_counter() - t0) * 1000)
-        clock.advance(60)
-        if (n + 1) % 5000 == 0:
-            print(f"{n + 1}/{len(order)} turns", file=sys.stderr)
+    latencies = [seconds * 1000 for seconds in run_turns(
+        t, sources, order, rng, lambda *a: None, after_turn=lambda: clock.advance(60),
+        progress=lambda done, total: print(f"{done}/{total} turns", file=sys.stderr), every=5000)]
     workload_s = time.perf_counter() - started
     t.maintenance.catch_up()
     events = t.maintenance.log_head()

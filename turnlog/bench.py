@@ -73,6 +73,27 @@ def prepare_workload(sessions: int, turns: int, seed: int, workdir: str | None
     return home, db, rng, build_sources(sessions, rng), turn_order(sessions, turns, rng)
 
 
+def run_turns(t: Turnlog, sources: list[Any], order: list[int], rng: random.Random, send: Callable[..., Any], *,
+              after_turn: Callable[[], Any] | None = None, progress: Progress | None = None,
+              every: int = 100) -> list[float]:
+    """The workload's turns, one after another through `handle_message`; the wall time of each, in
+    seconds. `after_turn` runs outside the timing (e.g. a clock advanced); `progress` every `every` turns."""
+    latencies = []
+    for n, index in enumerate(order):
+        source = sources[index]
+        source.message_id = f"m{n}"
+        reply = assistant_text(rng)
+        text = user_text(rng, n)
+        t0 = time.perf_counter()
+        t.handle_message(source, text, lambda history, item: reply, send)
+        latencies.append(time.perf_counter() - t0)
+        if after_turn is not None:
+            after_turn()
+        if progress is not None and (n + 1) % every == 0:
+            progress(n + 1, len(order))
+    return latencies
+
+
 class FullCollections:
     """The full (generation-2) garbage collections while it is on (`gc.callbacks`): how long each
     took, and whether a turn was running (turnlog.gc_turns.in_turn)."""
@@ -111,7 +132,6 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     if sessions < 1 or turns < 1:
         raise ValueError("--sessions and --turns must be at least 1")
     home, db, rng, sources, order = prepare_workload(sessions, turns, seed, workdir)
-    latencies: list[float] = []
     sent = 0
 
     def send(text: str) -> None:
@@ -123,16 +143,7 @@ def run_bench(sessions: int, turns: int, seed: int, *, workdir: str | None = Non
     registry = t.metrics() if metrics else None
     collections = FullCollections().__enter__()
     start, cpu_start = time.perf_counter(), time.process_time()
-    for n, index in enumerate(order):
-        source = sources[index]
-        source.message_id = f"m{n}"
-        reply = assistant_text(rng)
-        text = user_text(rng, n)
-        t0 = time.perf_counter()
-        t.handle_message(source, text, lambda history, item: reply, send)
-        latencies.append(time.perf_counter() - t0)
-        if progress is not None and (n + 1) % 100 == 0:
-            progress(n + 1, len(order))
+    latencies = run_turns(t, sources, order, rng, send, progress=progress)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     collections.__exit__()
     catch_up_t0 = time.perf_counter()
