@@ -7,7 +7,10 @@ are in flight. Agents await `asyncio.sleep(0)` and answer at once: what is measu
 engine. A turn's latency is the wall time of its `handle_message` (the durable accept, the
 routing, the lease, the reply with its obligation, the send and its settling), including any
 wait for a store slot behind the other keys' turns. `handoffs_per_turn` counts the calls between
-the event loop and the store threads a turn made (AsyncTurnlog.handoffs).
+the event loop and the store threads a turn made (AsyncTurnlog.handoffs). `engine_ms` is the
+engine's own time per turn (commands/store_threads.py engine_time): what its store calls ran,
+without the waits for a store thread behind the other keys' turns. With C keys in flight the
+wall time is at least C / (turns/s) on average (Little's law), whatever the engine costs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from .aio import AsyncTurnlog, Handoffs
 from .api import Turnlog
 from .bench import Progress, percentile, prepare_workload
+from .commands.store_threads import engine_time
 from .workload import assistant_text, user_text
 
 STORE_THREADS = 4
@@ -41,6 +45,7 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
     for item in work:
         lanes[item[1] % len(lanes)].append(item)
     latencies: list[float] = []
+    engine: list[float] = []
     done = [0]
 
     async def send(text: str) -> None:
@@ -54,8 +59,10 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
                 await asyncio.sleep(0)
                 return reply
             t0 = time.perf_counter()
-            await t.handle_message(source, text, agent, send)
+            with engine_time() as spent:
+                await t.handle_message(source, text, agent, send)
             latencies.append(time.perf_counter() - t0)
+            engine.append(spent[0])
             done[0] += 1
             if progress is not None and done[0] % 100 == 0:
                 progress(done[0], len(work))
@@ -83,12 +90,16 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
         # Calls between the loop and the store threads (a count: the same on any machine).
         "handoffs_per_turn": {"store_calls": round(handoffs.store_calls / len(latencies), 2),
                               "loop_calls": round(handoffs.loop_calls / len(latencies), 2)},
-        "turn_latency_ms": {"p50": round(percentile(lat_ms, 50), 3), "p90": round(percentile(lat_ms, 90), 3),
-                            "p99": round(percentile(lat_ms, 99), 3), "max": round(max(lat_ms), 3),
-                            "mean": round(statistics.fmean(lat_ms), 3)},
+        "turn_latency_ms": _summary(lat_ms),
+        "engine_ms": _summary([x * 1000 for x in engine]),
         "workdir": home,
     }
     if workdir is None:
         shutil.rmtree(home, ignore_errors=True)
         result["workdir"] += " (deleted)"
     return result
+
+
+def _summary(ms: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(ms, 50), 3), "p90": round(percentile(ms, 90), 3),
+            "p99": round(percentile(ms, 99), 3), "max": round(max(ms), 3), "mean": round(statistics.fmean(ms), 3)}

@@ -329,10 +329,11 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
         except ValueError as e:
             raise click.UsageError(str(e)) from None
     if concurrency:
-        lat = result["turn_latency_ms"]
+        lat, engine = result["turn_latency_ms"], result["engine_ms"]
         out.record(result, lambda: out.line(
             f"{result['turns_done']} turns on {sessions} sessions, {result['params']['concurrency']} keys in flight:"
-            f" {result['turns_per_s']} turns/s, engine p50 {lat['p50']} ms, p99 {lat['p99']} ms"))
+            f" {result['turns_per_s']} turns/s, turn p50 {lat['p50']} ms, p99 {lat['p99']} ms;"
+            f" engine time a turn p50 {engine['p50']} ms, p99 {engine['p99']} ms"))
         return
 
     def text() -> None:

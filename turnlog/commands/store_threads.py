@@ -18,10 +18,13 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
+import time
 import weakref
 from collections import deque
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from .context import giving_back
 
@@ -38,6 +41,26 @@ class Handoffs:
     loop_calls: int
 
 
+# The caller's engine-time total (a one-item list), if it measures one (engine_time).
+_meter: ContextVar[list[float] | None] = ContextVar("turnlog_engine_meter", default=None)
+_running = threading.local()  # the call a store thread runs now (its `call`)
+
+
+@contextmanager
+def engine_time() -> Iterator[list[float]]:
+    """On the loop, around one caller's awaits: `[seconds]` its store calls ran in the store
+    threads, not counting the time they queued for a thread or waited for the loop (the agent,
+    the send). A group commit's wait is counted: it is the engine's commit. This is the engine's
+    own time per turn, which a caller's wall time hides behind the other keys' turns when many
+    are in flight."""
+    spent = [0.0]
+    token = _meter.set(spent)
+    try:
+        yield spent
+    finally:
+        _meter.reset(token)
+
+
 class _Worker:
     __slots__ = ("wake", "call", "ended")
 
@@ -49,21 +72,29 @@ class _Worker:
 
 
 class _Call:
-    __slots__ = ("fn", "future", "channel")
+    __slots__ = ("fn", "future", "channel", "meter", "waited")
 
     def __init__(self, fn: Callable[[], Any], future: "asyncio.Future[Any] | None", channel: "_Channel | None") -> None:
         self.fn = fn
         self.future = future
         self.channel = channel
+        self.meter = _meter.get()
+        self.waited = 0.0  # seconds spent in StoreThreads.wait (for the loop) while it ran
 
     def run(self) -> None:
         future, channel = self.future, self.channel
         if future is not None and future.cancelled():  # its caller went away before it started
             return
+        began = time.perf_counter()
+        _running.call = self
         try:
             value, failed = self.fn(), False
         except BaseException as error:  # raised in the caller, on the loop
             value, failed = error, True
+        finally:
+            _running.call = None
+            if self.meter is not None:
+                self.meter[0] += time.perf_counter() - began - self.waited
         if future is not None and channel is not None:
             channel.post(lambda: _settle(future, value, failed))
 
@@ -227,11 +258,15 @@ class StoreThreads:
 
     def wait(self, call: LoopCall) -> Any:
         """Wait for a loop call's outcome without holding a slot (nor the thread's fork guard)."""
+        began = time.perf_counter()
         self.pause()
         try:
             return call.result()
         finally:
             self.resume()
+            running = getattr(_running, "call", None)
+            if running is not None:
+                running.waited += time.perf_counter() - began
 
     def pause(self) -> None:
         """In a store thread about to wait (for the loop, for its group's commit): its slot goes
