@@ -35,7 +35,7 @@ from .commands.compaction import Compaction
 from .commands.delivery import takes_idempotency_key
 from .commands.lease import LeaseToken
 from .commands.slash import CommandResult
-from .commands.store_threads import Handoffs, LoopCall, StoreThreads
+from .commands.store_threads import Handoffs, LoopCall, StoreThreads, engine_time
 from .commands.turn import Turn, TurnOutcome
 from .commands.keeper import current_turn
 from .domain.inbox import HUMAN, InboxItem

@@ -23,10 +23,9 @@ import statistics
 import time
 from typing import Any
 
-from .aio import AsyncTurnlog, Handoffs
+from .aio import AsyncTurnlog, Handoffs, engine_time
 from .api import Turnlog
 from .bench import Progress, percentile, prepare_workload
-from .commands.store_threads import engine_time
 from .workload import assistant_text, user_text
 
 STORE_THREADS = 4

@@ -8,8 +8,7 @@ import asyncio
 import time
 
 from grouping import source
-from turnlog.aio import AsyncTurnlog
-from turnlog.commands.store_threads import engine_time
+from turnlog.aio import AsyncTurnlog, engine_time
 
 SEND_S = 0.2  # the platform's time: a send that takes this long on the loop
 

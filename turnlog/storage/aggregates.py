@@ -64,7 +64,7 @@ class AggregateCache:
             # Folded here: the library's project_aggregate checks each event against a runtime
             # Protocol, which costs more than the mutation of a short stream.
             aggregate: Any = None
-            for event in events:
+            for event in cast(list[Any], events):
                 aggregate = event.mutate(aggregate)
             return aggregate
         if span and not events:
