@@ -10,9 +10,11 @@ lease held, the gateway never stopped), then a command's answer recorded with it
 """
 
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
+from contextlib import closing
 
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
@@ -50,11 +52,7 @@ status = dm("5", "e1")
 t.turns.record_command_reply(status, t.command(status, "/status"))
 t.maintenance.catch_up()
 t.close()
-if os.path.exists(out):
-    os.remove(out)
-conn = sqlite3.connect(src)
-conn.execute("VACUUM INTO ?", (out,))
-conn.close()
-conn = sqlite3.connect(out, isolation_level=None)
-conn.execute("PRAGMA journal_mode=DELETE")
-conn.close()
+# the whole database as one file (no -wal beside it), read models included
+with closing(sqlite3.connect(src, isolation_level=None)) as conn:
+    conn.execute("PRAGMA journal_mode=DELETE")
+shutil.copyfile(src, out)

@@ -28,16 +28,16 @@ OLD_LEDGER = [
 
 
 @pytest.fixture
-def db(tmp_path):
-    db = tmp_path / "old.db"
-    shutil.copy(OLD_DB, db)
-    return db
+def copied(tmp_path):
+    copied = tmp_path / "old.db"
+    shutil.copy(OLD_DB, copied)
+    return copied
 
 
 @pytest.fixture
-def old(db):
+def old(copied):
     clock = ManualClock("2026-03-01T11:00:00+00:00")  # an hour after the old log's turns
-    with Turnlog(str(db), clock=clock, session_ids=SequentialIds(), owner="new") as t:
+    with Turnlog(str(copied), clock=clock, session_ids=SequentialIds(), owner="new") as t:
         yield t
 
 
@@ -60,7 +60,7 @@ def test_an_old_logs_ledger_reads_as_it_did_from_the_read_model_and_the_log(old)
     assert old.verify()["ok"]
 
 
-def test_an_old_log_verifies_its_chain_after_new_turns(old, db):
+def test_an_old_log_verifies_its_chain_after_new_turns(old, copied):
     source = SessionSource(platform="telegram", chat_type="dm", chat_id="1", user_id="1", message_id="a2")
     old.handle_message(source, "again", lambda history, item: "a new reply", lambda text: None)
     new = events(old, "DeliveryRecorded")[-1]
@@ -68,7 +68,7 @@ def test_an_old_log_verifies_its_chain_after_new_turns(old, db):
     assert turn_rows(old)[-1] == ("1", "delivered", 1, "new", "a new reply")
     assert old.verify()["ok"]
     old.close()
-    chain = CliRunner().invoke(cli, ["--db", str(db), "verify", "--chain"], env={"TURNLOG_DB": None})
+    chain = CliRunner().invoke(cli, ["--db", str(copied), "verify", "--chain"], env={"TURNLOG_DB": None})
     assert (chain.exit_code, chain.output) == (0, "chain: ok\n")
 
 

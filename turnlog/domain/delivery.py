@@ -78,9 +78,10 @@ def words_of(get: Callable[..., Iterable[Any]], session_id: str, seq: int, conte
     already, or read through `get` (read_transcript's); None when the log holds no such message."""
     if content is not None:
         return content
-    if read is not None and read.get("session_id") == session_id and read.get("originator_version") == seq \
-            and isinstance(read.get("content"), str):
-        return read["content"]
+    if read is not None and read.get("session_id") == session_id and read.get("originator_version") == seq:
+        words = read.get("content")
+        if isinstance(words, str):
+            return words
     message = message_at(get, session_id, seq)
     return message.content if message is not None else None
 

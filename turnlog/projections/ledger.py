@@ -107,12 +107,12 @@ class _LedgerWriter:
             words = None
             if e["content"] is None:  # its words are its transcript message's
                 words = self.messages.pop((str(transcript_id(e["session_id"])), e["seq"]), None)
-            row = self.rows.new(ident, session_id=e["session_id"], seq=e["seq"], session_key=e["session_key"],
-                                platform=e["platform"], chat_id=e["chat_id"], thread_id=e["thread_id"],
-                                recorded_position=position, words_position=words, state="pending", attempts=0,
-                                recovered=0, created_at=at, updated_at=at, position=position)
+            recorded = self.rows.new(ident, session_id=e["session_id"], seq=e["seq"], session_key=e["session_key"],
+                                     platform=e["platform"], chat_id=e["chat_id"], thread_id=e["thread_id"],
+                                     recorded_position=position, words_position=words, state="pending",
+                                     attempts=0, recovered=0, created_at=at, updated_at=at, position=position)
             if e.get("attempting_owner") is not None:  # version 4: recorded with its first attempt
-                row.update(state="attempting", attempts=e["attempt"] or 1, owner=e["attempting_owner"])
+                recorded.update(state="attempting", attempts=e["attempt"] or 1, owner=e["attempting_owner"])
             return
         row = self.rows.get(ident)
         if row is not None:
