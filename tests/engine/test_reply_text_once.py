@@ -30,7 +30,10 @@ def test_a_turns_delivery_refers_to_its_message_and_reads_its_words_from_there(t
     [outcome] = t.handle_message(alice("m1"), "what is the answer?", reply_with("the answer is 42"), collect(sent))
     assert sent == ["the answer is 42"]
     [event] = recorded(t)
-    assert (event.content, event.seq, event.class_version) == (None, outcome.reply_seq, 3)
+    # recorded already attempting, right before the send: one event, no DeliveryAttempting
+    assert (event.content, event.seq, event.class_version) == (None, outcome.reply_seq, 4)
+    assert (event.attempting_owner, event.attempt) == (t.owner, 1)
+    assert events(t, "DeliveryAttempting") == []
 
     [row] = t.ledger()
     assert (row.content, row.state) == ("the answer is 42", "delivered")
@@ -94,6 +97,10 @@ def test_a_reply_recorded_then_killed_before_its_send_is_redelivered_from_the_tr
         assert target["chat_id"] == "42"
         assert text.startswith(PREFIX) and text.endswith("\n\nthe answer is 42, said once")
         assert t.sweep_deliveries(lambda target, text: sent.append((target, text))).delivered == []
+        # the ledger knows: a second attempt, marked recovered, delivered
+        [row] = t.ledger()
+        assert (row.state, row.attempts, row.recovered) == ("delivered", 2, True)
+        assert [e.recovered for e in events(t, "DeliveryAttempting")] == [True]
     finally:
         t.close()
 

@@ -50,7 +50,7 @@ def test_a_turn_on_an_idle_key_is_three_transactions_the_first_starting_it(t, tu
     assert first.index("Inbox.Accepted") < first.index("TurnLease.Acquired") < first.index("Inbox.Started")
     # the acquisition reserves the user message's seq: no renewal beside it
     assert "TurnLease.Renewed" not in first, first
-    assert spied.batches[1] == ["TurnLease.Renewed", "MessageAppended", "Delivery.Created", "Delivery.Attempting"]
+    assert spied.batches[1] == ["TurnLease.Renewed", "MessageAppended", "Delivery.Created"]
     assert spied.batches[2] == ["Delivery.Delivered", "TurnLease.Released", "Inbox.Completed"]
 
 
@@ -76,7 +76,7 @@ def test_on_a_busy_key_the_message_is_durable_before_the_wait_for_the_lease(t, o
 FIRST_TURN = [
     ["Session.Created", "Route.Created", "Route.Bound", "Inbox.Created", "Inbox.Accepted", "MessageSeen.Created",
      "TurnLease.Created", "TurnLease.Acquired", "Inbox.Started", "MessageAppended"],
-    ["TurnLease.Renewed", "MessageAppended", "Delivery.Created", "Delivery.Attempting"],
+    ["TurnLease.Renewed", "MessageAppended", "Delivery.Created"],
     ["Delivery.Delivered", "TurnLease.Released", "Inbox.Completed"],
 ]
 LATER_TURN = [

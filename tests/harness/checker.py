@@ -139,6 +139,9 @@ class Checker:
             self.deliveries[oid] = {"content": content, "session_id": ev.session_id, "seq": ev.seq,
                                     "inbound": ev.inbound_message_id, "history": [], "state": "pending",
                                     "at": ev.timestamp}
+            if ev.attempting_owner is not None:  # recorded with its first attempt (version 4)
+                self.deliveries[oid]["history"].append(("DeliveryAttempting", False))
+                self.deliveries[oid]["state"] = "attempting"
         elif name.startswith("Delivery"):
             d = self.deliveries[oid]
             d["history"].append((name, getattr(ev, "recovered", None)))

@@ -87,16 +87,20 @@ class DeliveryCommands:
 
     def obligation(self, *, session_id: str, seq: int, session_key: str, reply_to: dict[str, Any] | None,
                    content: str, turn_id: str | None, inbound_message_id: str | None, actor: str,
-                   cause: str, ident: UUID | None = None, of_message: bool = False) -> Delivery:
+                   cause: str, ident: UUID | None = None, of_message: bool = False,
+                   attempting: bool = False) -> Delivery:
         """An unsaved obligation, to be saved in the same transaction as its assistant message
         (`ident`: its id, when it is not the reply at `seq`). `of_message`: `content` is that
-        message's, so the event refers to it instead of storing the words again."""
+        message's, so the event refers to it instead of storing the words again. `attempting`:
+        its first attempt, by this owner, is recorded in the same event, for a send right after
+        the save."""
         reply_to = reply_to or {}
+        attempt = {"attempting_owner": self.owner, "attempt": 1} if attempting else {}
         return Delivery.new(
             Delivery.Created, id=ident or delivery_id(session_id, seq), at=self.ctx.clock.now(), actor=actor, cause=cause,
             session_id=session_id, seq=seq, session_key=session_key, platform=reply_to.get("platform"),
             chat_id=reply_to.get("chat_id"), thread_id=reply_to.get("thread_id"), content=None if of_message else content, turn_id=turn_id,
-            inbound_message_id=inbound_message_id, account_id=reply_to.get("account_id"),
+            inbound_message_id=inbound_message_id, account_id=reply_to.get("account_id"), **attempt,
         )
 
     def outbound_text(self, delivery: Delivery) -> str:

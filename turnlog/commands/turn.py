@@ -467,9 +467,7 @@ def reply_obligation(deliveries: DeliveryCommands, token: LeaseToken, seq: int, 
     delivery = deliveries.obligation(
         session_id=token.session_id, seq=seq, session_key=session_key, reply_to=reply_to, content=outbound,
         turn_id=token.turn_id, inbound_message_id=inbound_message_id, actor=owner, cause=cause,
-        of_message=outbound == content)
-    if attempting:
-        delivery.attempt(owner, at=deliveries.ctx.clock.now(), actor=owner, cause=cause)
+        of_message=outbound == content, attempting=attempting)
     return delivery
 
 

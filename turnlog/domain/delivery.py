@@ -19,7 +19,7 @@ up on by itself (the attempt limit, its age): an operator retries or abandons it
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from uuid import UUID
 
 from ..errors import SendOutcomeUnknown
@@ -71,12 +71,17 @@ def may_have_arrived(failure: BaseException) -> bool:
     return name.endswith(("Timeout", "TimedOut", "TimeoutError"))
 
 
-def words_of(get: Callable[..., Iterable[Any]], session_id: str, seq: int, content: str | None) -> str | None:
+def words_of(get: Callable[..., Iterable[Any]], session_id: str, seq: int, content: str | None,
+             read: Mapping[str, Any] | None = None) -> str | None:
     """A delivery's words: its event's own `content`, else those of the transcript message at
-    (session_id, seq) it refers to, read through `get` (read_transcript's); None when the log
-    holds no such message."""
+    (session_id, seq) it refers to: `read`, that message's fields when the caller read them
+    already, or read through `get` (read_transcript's); None when the log holds no such message."""
     if content is not None:
         return content
+    if read is not None and read.get("session_id") == session_id and read.get("originator_version") == seq:
+        words = read.get("content")
+        if isinstance(words, str):
+            return words
     message = message_at(get, session_id, seq)
     return message.content if message is not None else None
 
@@ -113,10 +118,13 @@ class Delivery(TurnlogAggregate):
         `content` None (version 3): the reply's words are the transcript message at
         (`session_id`, `seq`), saved in the same transaction, and are read from there rather
         than stored twice; a delivery no message backs (a command's answer, a silence notice,
-        an import) keeps its own."""
+        an import) keeps its own.
+        `attempting_owner` and `attempt` (version 4): the first attempt, when the reply is sent
+        right after the save that records it: one event where there were a Recorded and an
+        Attempting; None when it was recorded without an attempt."""
 
         TOPIC = "turnlog:DeliveryRecorded"
-        class_version = 3
+        class_version = 4
         session_id: str
         seq: int
         session_key: str
@@ -127,6 +135,8 @@ class Delivery(TurnlogAggregate):
         turn_id: str | None
         inbound_message_id: str | None
         account_id: str | None
+        attempting_owner: str | None = None
+        attempt: int | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -135,6 +145,12 @@ class Delivery(TurnlogAggregate):
         @staticmethod
         def upcast_v2_v3(state: dict[str, Any]) -> None:
             pass  # an older event always carries its content: it reads as it did
+
+        @staticmethod
+        def upcast_v3_v4(state: dict[str, Any]) -> None:
+            # An older event's attempts, if any, are DeliveryAttempting events of their own.
+            state["attempting_owner"] = None
+            state["attempt"] = None
 
         def apply(self, d: "Delivery") -> None:
             d.session_id = self.session_id
@@ -154,6 +170,10 @@ class Delivery(TurnlogAggregate):
             d.attempt_floor = 0
             d.granted = None
             d.known_unsent = False
+            if self.attempting_owner is not None:
+                d.state = "attempting"
+                d.attempts = self.attempt or 1
+                d.owner = self.attempting_owner
 
     class Attempting(TurnlogAggregate.Event):
         TOPIC = "turnlog:DeliveryAttempting"

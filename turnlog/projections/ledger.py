@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..domain.transcript import transcript_id
 from .base import Rows, Tables
 
 
 _DELIVERY_COLUMNS = ("delivery_id", "session_id", "seq", "session_key", "platform", "chat_id", "thread_id",
-                     "recorded_position", "state", "attempts", "owner", "recovered", "last_error", "created_at",
-                     "updated_at", "position")
+                     "recorded_position", "words_position", "state", "attempts", "owner", "recovered", "last_error",
+                     "created_at", "updated_at", "position")
+_RECORDED = "turnlog:DeliveryRecorded"
+_MESSAGE = "turnlog:MessageAppended"
+# Messages remembered for the deliveries that refer to them: a reply's message is saved in the
+# delivery's own transaction, so it is among the last few read.
+_MESSAGES_REMEMBERED = 4096
 
 # How each event changes a row, given the event's fields (LogReader.fields).
 _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
@@ -32,14 +38,19 @@ _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] =
 
 class LedgerProjection:
     """Each reply owed and its delivery state. The reply's text stays in the log: a row names
-    the position of its DeliveryRecorded event (`recorded_position`), where the ledger's
-    readers find it (a copy here was nine tenths of the table)."""
+    the position of its DeliveryRecorded event (`recorded_position`), and, when that event
+    refers to its transcript message, the message's (`words_position`, NULL when it was not
+    seen), where the ledger's readers find the words of a page of rows in one read (a copy here
+    was nine tenths of the table). Transcript messages are read only as raw rows (their
+    stream, version and position), never decoded."""
 
     name = "ledger"
     weight = 2.8  # rebuild cost relative to the others (parallel.py)
-    version = 3  # 2: the reply's text is read from the log, not copied; 3: unknown and dead rows
+    # 2: the reply's text is read from the log, not copied; 3: unknown and dead rows; 4: the
+    # position of the transcript message a delivery's words are
+    version = 4
     tables = ("deliveries",)
-    topics = ("turnlog:DeliveryRecorded", *_DELIVERY_CHANGES)
+    topics = (_RECORDED, _MESSAGE, *_DELIVERY_CHANGES)
 
     def create(self, t: Tables) -> None:
         t.execute(
@@ -52,6 +63,7 @@ class LedgerProjection:
                 chat_id TEXT,
                 thread_id TEXT,
                 recorded_position INTEGER NOT NULL,
+                words_position INTEGER,
                 state TEXT NOT NULL,
                 attempts INTEGER NOT NULL,
                 owner TEXT,
@@ -70,19 +82,37 @@ class LedgerProjection:
 
 
 class _LedgerWriter:
-    buffers = True  # apply() only reads; it writes in flush()
+    buffers = True  # apply_rows() only reads; it writes in flush()
 
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "deliveries", _DELIVERY_COLUMNS, "delivery_id")
+        self.messages: dict[tuple[str, int], int] = {}  # (transcript stream, seq) -> position
+
+    def apply_rows(self, rows: list[Any], decoded: list[Any], log: Any) -> None:
+        for row, fields in zip(rows, decoded):
+            if row[3] == _MESSAGE:
+                self._remember_message(log.stream_of(row), row[2], row[0])
+            else:
+                self.apply_fields(row[3], fields or log.fields(row), row[0])
+
+    def _remember_message(self, stream: str, seq: int, position: int) -> None:
+        if len(self.messages) >= _MESSAGES_REMEMBERED:
+            self.messages.clear()
+        self.messages[(stream, seq)] = position
 
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         ident = e["originator_id"]
         at = e["timestamp"]
-        if topic == "turnlog:DeliveryRecorded":
-            self.rows.new(ident, session_id=e["session_id"], seq=e["seq"], session_key=e["session_key"],
-                          platform=e["platform"], chat_id=e["chat_id"], thread_id=e["thread_id"],
-                          recorded_position=position, state="pending", attempts=0, recovered=0, created_at=at,
-                          updated_at=at, position=position)
+        if topic == _RECORDED:
+            words = None
+            if e["content"] is None:  # its words are its transcript message's
+                words = self.messages.pop((str(transcript_id(e["session_id"])), e["seq"]), None)
+            recorded = self.rows.new(ident, session_id=e["session_id"], seq=e["seq"], session_key=e["session_key"],
+                                     platform=e["platform"], chat_id=e["chat_id"], thread_id=e["thread_id"],
+                                     recorded_position=position, words_position=words, state="pending",
+                                     attempts=0, recovered=0, created_at=at, updated_at=at, position=position)
+            if e.get("attempting_owner") is not None:  # version 4: recorded with its first attempt
+                recorded.update(state="attempting", attempts=e["attempt"] or 1, owner=e["attempting_owner"])
             return
         row = self.rows.get(ident)
         if row is not None:

@@ -28,6 +28,7 @@ class DeliveryRow(TypedRow):
     created_at: str
     updated_at: str
     recorded_position: int  # the DeliveryRecorded event: its content is read from the log
+    words_position: int | None  # the transcript message it refers to, when the ledger saw it
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class LedgerEntry(TypedRow):
     @classmethod
     def of(cls, row: DeliveryRow, content: str) -> "LedgerEntry":
         fields = row.to_dict()
-        del fields["recorded_position"]
+        del fields["recorded_position"], fields["words_position"]
         return cls(**fields, content=content)
 
 
@@ -79,7 +80,7 @@ def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None 
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     rows = db.execute(
         "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
-        f" owner, recovered, last_error, created_at, updated_at, recorded_position FROM deliveries {where}"
+        f" owner, recovered, last_error, created_at, updated_at, recorded_position, words_position FROM deliveries {where}"
         " ORDER BY created_at, session_id, seq LIMIT ?", (*params, -1 if limit is None else limit)).fetchall()
     return [DeliveryRow(*r[:10], bool(r[10]), *r[11:]) for r in rows]  # type: ignore[call-arg, misc]
 

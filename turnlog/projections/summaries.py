@@ -69,7 +69,8 @@ SUMMARIES: dict[str, Summary] = {
     "MessageAppended": lambda d: f"{d.get('role')}: {_short(d.get('content'))}",
     "MessagesImported": lambda d: f"{len(d.get('messages') or ())} message(s) imported, #{d.get('first_seq')}"
     f"-#{d.get('originator_version')}",
-    "DeliveryRecorded": lambda d: f"reply #{d.get('seq')} owed to {d.get('platform')}:{d.get('chat_id')}",
+    "DeliveryRecorded": lambda d: f"reply #{d.get('seq')} owed to {d.get('platform')}:{d.get('chat_id')}"
+    + (f", delivery attempt {d.get('attempt')} by {d['attempting_owner']}" if d.get("attempting_owner") else ""),
     "DeliveryAttempting": lambda d: f"delivery attempt {d.get('attempt')} by {d.get('owner')}"
     + (" (recovered)" if d.get("recovered") else ""),
     "DeliveryDelivered": lambda d: f"delivered (attempt {d.get('attempt')})",

@@ -121,16 +121,21 @@ class Views:
                ids: tuple[str, ...] | None = None) -> list[tuple[DeliveryRow, str]]:
         """Each delivery (of `ids`, when given) with its content (read from the log at the row's
         recorded position, or from the transcript message the delivery refers to); at most
-        `limit`, and only their contents are read."""
+        `limit`, and only their contents are read: the events at the rows' recorded and words
+        positions in one read, a message by its own stream only for a row without one."""
         with self.runner.lock:
             rows = ledger_views.ledger(self.runner.db, status, limit, ids)
-            recorded = self.runner.log.fields_at(r.recorded_position for r in rows)
-        return [(r, self.delivery_text(r.session_id, r.seq, recorded[r.recorded_position]["content"]))
+            read = self.runner.log.fields_at([r.recorded_position for r in rows]
+                                             + [r.words_position for r in rows if r.words_position is not None])
+        return [(r, self.delivery_text(r.session_id, r.seq, read[r.recorded_position]["content"],
+                                       read.get(r.words_position) if r.words_position is not None else None))
                 for r in rows]
 
-    def delivery_text(self, session_id: str, seq: int, content: str | None) -> str:
-        """A delivery's words given its event's `content` (domain/delivery.py words_of)."""
-        return words_of(self.app.events.get, session_id, seq, content) or ""
+    def delivery_text(self, session_id: str, seq: int, content: str | None,
+                      message: dict[str, Any] | None = None) -> str:
+        """A delivery's words given its event's `content` (domain/delivery.py words_of), or the
+        fields of its transcript message when they were read already (`message`)."""
+        return words_of(self.app.events.get, session_id, seq, content, message) or ""
 
     def owed_deliveries(self) -> list[OwedDelivery]:
         return self._read(ledger_views.owed)
