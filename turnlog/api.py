@@ -68,7 +68,7 @@ from .errors import AmbiguousKey, ChainBroken, InvalidRequest, KeySettingsIgnore
 from .domain.key_settings import KeySettings
 from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
-from .domain.inbox import HUMAN
+from .domain.inbox import HUMAN, item_with_text
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
@@ -620,7 +620,7 @@ class Turnlog:
         inbox_uuid = _uuid.UUID(ref.inbox_id)
         inbox = self._ctx.get(inbox_uuid, fresh=True)
         item = next((i for i in inbox.in_flight() if i.item_id == ref.item_id), None) if inbox else None
-        return (inbox_uuid, item) if item is not None else None
+        return (inbox_uuid, item_with_text(self._ctx.app.events.get, item)) if item is not None else None
 
     def pending_inbound(self) -> list[SessionSource]:
         """One source per routing key that has messages waiting: what a gateway runs after a restart."""

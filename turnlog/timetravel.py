@@ -147,7 +147,8 @@ class AsOf:
         for stream in self.views.streams_of_kind("InboxOpened", self.position, session_key=key):
             inbox = self._aggregate(UUID(stream))
             for item in inbox.items if inbox is not None else []:
-                out.append({"item_id": item["item_id"], "kind": item["kind"], "text": "\n".join(item["texts"]),
+                out.append({"item_id": item["item_id"], "kind": item["kind"],
+                            "text": self.views.item_text(item["texts"], item.get("text_at")),
                             "state": "started" if item["started"] else "pending", "session_id": item["session_id"]})
         return out
 

@@ -142,3 +142,21 @@ def test_a_window_beyond_what_the_inbox_remembers_is_refused():
     for bad in ({"feishu": 9 * 3600}, -1, "300", {"slack": True}):
         with pytest.raises(ValueError, match="dedup_window_s"):
             EngineConfig(dedup_window_s=bad)
+
+
+def test_a_text_whose_first_sighting_started_its_turn_at_once_is_refused_again_after_a_restart(tmp_path):
+    db = tmp_path / "d.db"
+    clock = ManualClock()
+    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
+        assert len(t.handle_message(weixin("w1"), "ok", echo, lambda text: None)) == 1
+        [first] = t.history(WX_KEY, types=["InboundAccepted"])
+        # accepted and started in one event, without the words: its dedup key is what is remembered
+        assert (first.data["text"], first.data["content_key"] is not None) == (None, True)
+        assert first.data["turn_id"] is not None
+        assert t.handle_message(weixin("w2"), "ok", echo, lambda text: None) == []
+    clock.advance(60)
+    with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:  # the inbox replayed from the log
+        assert t.handle_message(weixin("w3"), "ok", echo, lambda text: None) == []
+        assert len(t.handle_message(weixin("w4"), "ok!", echo, lambda text: None)) == 1
+        assert [r[2:4] for r in refusals(t, WX_KEY)] == [("same_text", "w2"), ("same_text", "w3")]
+        assert user_messages(t, WX_KEY) == ["ok", "ok!"]

@@ -157,6 +157,8 @@ class Checker:
             item["message_ids"].append(ev.message_id)
             if ev.message_id:
                 self.message_item[ev.message_id] = ref
+            if ev.turn_id is not None:  # accepted with its turn started (version 2)
+                item.update(state="started", session_id=ev.session_id, turn_id=ev.turn_id, started_at=e.position)
         elif name == "InboundStarted":
             self.items[(oid, ev.item_id)].update(state="started", session_id=ev.session_id, turn_id=ev.turn_id,
                                                  started_at=e.position)

@@ -231,11 +231,14 @@ def test_transcripts_as_of_a_moment_stop_where_the_log_stopped(sc):
         "hello 1", "re: hello 1", "hello 2", "re: hello 2", "hello 3", "re: hello 3"]
 
 
-def test_the_queue_as_of_each_moment_shows_the_cut_off_item_waiting_then_started_then_gone(sc):
+def test_the_queue_as_of_each_moment_shows_the_cut_off_item_started_then_gone(sc):
     m = moments(sc)
-    # the lease is taken in the transaction that starts the item; this is its first event
-    at_lease = sc.t.at(m["gw-child's LeaseAcquired"]).queue(KEY)
-    assert [(q["text"], q["state"], q["session_id"]) for q in at_lease] == [(CUT_OFF, "pending", None)]
+    # the lease is taken in the transaction that accepts and starts the item (its first event);
+    # the item's one inbox event, accepted with its start, follows it
+    lease = m["gw-child's LeaseAcquired"]
+    assert sc.t.at(lease).queue(KEY) == []
+    started = sc.t.at(f"#{int(lease[1:]) + 1}").queue(KEY)
+    assert [(q["text"], q["state"], q["session_id"]) for q in started] == [(CUT_OFF, "started", sc.s2)]
     at_recovery = sc.t.at(m["recovery's ResumePendingMarked"]).queue(KEY)
     assert [(q["text"], q["state"], q["session_id"]) for q in at_recovery] == [(CUT_OFF, "started", sc.s2)]
     assert sc.t.at(m["after everything (ISO)"]).queue(KEY) == []

@@ -53,18 +53,16 @@ class InboundCommands:
 
     def accepting(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str,
                   cause: str, reply: str | None = None, *, first_try: bool = False,
-                  pinned: tuple[str, str] | None = None) -> tuple[Inbox, str, list[Any]]:
+                  pinned: tuple[str, str] | None = None,
+                  judged: tuple[Inbox, dict[str, Any]] | None = None) -> tuple[Inbox, str, list[Any]]:
         """The inbox with the message accepted (pending event), the item it went into, and the
         first sighting of its message id: all to be saved together. Raises DuplicateInbound
         (on a first try, a seen message id shows as a conflict of the save instead).
-        `pinned`: a wake-up for one session (Inbox.accept)."""
-        if not isinstance(text, str):
-            raise InvalidRequest("inbound text must be a string")
+        `pinned`: a wake-up for one session (Inbox.accept). `judged`: what `judged` returned for
+        this message in this try, when the caller has it."""
         if reply is not None and not isinstance(reply, str):
             raise InvalidRequest("a recorded reply must be a string")
-        inbox = self._inbox_or_new(rk, actor, cause)
-        source_dict = {**origin_of(source), "message_id": source.message_id}
-        self.dedup.check(rk, inbox, kind, text, source_dict, look_up_id=not first_try)
+        inbox, source_dict = judged or self.judged(rk, source, text, kind, actor, cause, first_try=first_try)
         try:
             item_id = inbox.accept(kind, text, message_id=source.message_id, source=source_dict,
                                    at=self.ctx.clock.now(), actor=actor, cause=cause, reply=reply, pinned=pinned)
@@ -72,6 +70,17 @@ class InboundCommands:
             self.ctx.save(inbox)  # the refusal is part of the record
             raise QueueFull(str(full)) from None
         return inbox, item_id, self.dedup.first_sighting(rk, kind, source_dict, item_id, actor, cause)
+
+    def judged(self, rk: RoutingKey, source: SessionSource, text: str, kind: str, actor: str, cause: str, *,
+               first_try: bool = False) -> tuple[Inbox, dict[str, Any]]:
+        """The key's inbox and the message's source as the inbox records it, once the message is
+        judged no repeat (DuplicateInbound otherwise: see accepting); nothing is recorded yet."""
+        if not isinstance(text, str):
+            raise InvalidRequest("inbound text must be a string")
+        inbox = self._inbox_or_new(rk, actor, cause)
+        source_dict = {**origin_of(source), "message_id": source.message_id}
+        self.dedup.check(rk, inbox, kind, text, source_dict, look_up_id=not first_try)
+        return inbox, source_dict
 
     def refuse(self, rk: RoutingKey, kind: str, duplicate: DuplicateInbound, actor: str,
                cause: str) -> Accepted:

@@ -32,7 +32,7 @@ def message_fates(app: Application, route_id: UUID | str) -> list[MessageFate]:
             item = event.merged_into or event.item_id
             if event.message_id is not None:
                 item_of[event.message_id] = item
-            fate.setdefault(item, ("pending", None))
+            fate.setdefault(item, ("started", None) if event.turn_id is not None else ("pending", None))
         elif isinstance(event, Inbox.Started):
             fate[event.item_id] = ("started", None)
         elif isinstance(event, Inbox.Completed):

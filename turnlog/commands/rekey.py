@@ -104,6 +104,6 @@ class RekeyCommands:
         for event in self.ctx.app.events.get(inbox_id(route.id)):
             if isinstance(event, Inbox.Accepted) and event.kind == HUMAN and event.source:
                 sources.setdefault(event.merged_into or event.item_id, []).append(event.source)
-            elif isinstance(event, Inbox.Started) and event.session_id == session_id:
+            if isinstance(event, (Inbox.Accepted, Inbox.Started)) and event.session_id == session_id:
                 ran += sources.pop(event.item_id, [])
         return ran

@@ -237,20 +237,30 @@ class TurnRunner:
                                             platform_message_id=item.message_ids[-1])
         return Start(item, message, inbox, cause, tuple(answers))
 
-    def start_at_once(self, turn: Turn, inbox: Inbox, item_id: str, session_id: str,
-                      source: SessionSource, new_session: bool) -> Starting | None:
-        """When the key is idle (this message alone waits, no turn in flight, the lease free), its
-        turn starts in the accept's own transaction. The start is recorded on a copy of the inbox,
-        so that it follows the lease's acquisition in the log, as on the two-transaction path.
-        Otherwise None, and the turn starts after the accept commits, as it waits for the lease.
-        Either way the message is durable before the agent sees it; the save validates the cached
-        lease and inbox, so another taker makes it conflict and the step runs again."""
-        pending = inbox.pending()
-        if len(pending) != 1 or pending[0].item_id != item_id or inbox.in_flight():
+    def start_at_once(self, turn: Turn, inbox: Inbox, source: SessionSource, source_dict: dict[str, Any],
+                      text: str, kind: str, actor: str, cause: str, session_id: str,
+                      new_session: bool) -> Starting | None:
+        """When the key is idle (nothing waits or runs on its inbox, the lease free), the message is
+        accepted with its turn started, in one inbox event after the lease's acquisition, and its
+        words are kept only by the turn's user message (Inbox.accept_started). Otherwise None,
+        with nothing recorded: the caller accepts it to wait, and its turn starts after the
+        accept commits, as it waits for the lease. Either way the message is durable before the
+        agent sees it; the save validates the cached lease and inbox, so another taker makes it
+        conflict and the step runs again."""
+        if not inbox.idle():
             return None
-        start = partial(self.start_item, inbox=inbox.clone(), item=pending[0], source=source, session_id=session_id)
+        item_cause = f"inbound:{inbox.next_item_id()}"
+
+        def start(lease: TurnLease, token: LeaseToken) -> Start:
+            answers = answers_before_turn(self.leases, lease, token, cause=item_cause)
+            message = self.leases.message_event(token, lease.last_seq, "user", text, actor=actor, cause=item_cause,
+                                                platform_message_id=source.message_id)
+            item = inbox.accept_started(kind, text, message_id=source.message_id, source=source_dict,
+                                        session_id=session_id, turn_id=token.turn_id, seq=lease.last_seq,
+                                        at=self.ctx.clock.now(), actor=actor, cause=cause)
+            return Start(item, message, inbox, item_cause, tuple(answers))
         try:
-            return turn.starting(session_id, start, cause=f"inbound:{item_id}", new_session=new_session)
+            return turn.starting(session_id, start, cause=item_cause, new_session=new_session)
         except LeaseHeld:
             return None
 
@@ -322,13 +332,21 @@ class _Arrival:
 
     def __call__(self, session_id: str, new_session: bool) -> list[Any]:
         inbound = self.runner.inbound
-        inbox, item_id, seen = inbound.accepting(self.rk, self.source, self.text, self.kind, self.actor, self.cause,
-                                                 first_try=self.tries.first())
+        first_try = self.tries.first()
         self.starting = None
+        judged = inbound.judged(self.rk, self.source, self.text, self.kind, self.actor, self.cause,
+                                first_try=first_try)
         if self.start_at_once and not self.turn.stop.is_set():  # a caller gone: the message stays pending
-            self.starting = self.runner.start_at_once(self.turn, inbox, item_id, session_id, self.source,
-                                                      new_session)
-        return [inbox, *seen, *(self.starting.events() if self.starting is not None else [])]
+            inbox, source_dict = judged
+            self.starting = self.runner.start_at_once(self.turn, inbox, self.source, source_dict, self.text,
+                                                      self.kind, self.actor, self.cause, session_id, new_session)
+            if self.starting is not None:
+                seen = inbound.dedup.first_sighting(self.rk, self.kind, source_dict, self.starting.start.item.item_id,
+                                                    self.actor, self.cause)
+                return [*self.starting.events(), *seen]
+        inbox, _, seen = inbound.accepting(self.rk, self.source, self.text, self.kind, self.actor, self.cause,
+                                           first_try=first_try, judged=judged)
+        return [inbox, *seen]
 
 
 @dataclass

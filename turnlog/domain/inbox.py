@@ -9,13 +9,14 @@ item is never merged: each `/queue` yields exactly one turn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, TYPE_CHECKING
+from typing import Any, Callable, Iterable, Sequence, TYPE_CHECKING
 from uuid import UUID
 
 from .base import TurnlogAggregate, stream_id
 from .dedup import BY_SAME_TEXT, DuplicateInbound, content_key, remember, repeats_within, seen_time, sender_of
+from .transcript import message_at
 
 HUMAN = "human"
 QUEUED = "queued"
@@ -47,6 +48,9 @@ class InboxItem:
     last_at: datetime | None = None  # when its latest text arrived (text batching waits from then)
     # A wake-up for one session (a delegation's finish): run only while that session owns the key.
     pinned_session_id: str | None = None
+    # (session_id, seq) of the transcript message holding the item's words, when its event kept
+    # none (accepted and started at once): `texts` is then empty until item_with_text reads them.
+    text_at: tuple[str, int] | None = None
 
     @property
     def text(self) -> str:
@@ -64,7 +68,23 @@ class InboxItem:
         return cls(raw["item_id"], raw["kind"], tuple(raw["texts"]), tuple(raw["message_ids"]), raw["accepted_at"],
                    raw["started"], raw["session_id"], raw["turn_id"], raw["source"],
                    tuple(replies.get(str(i)) for i in range(len(raw["texts"]))), raw.get("last_at"),
-                   raw.get("pinned_session_id"))
+                   raw.get("pinned_session_id"), tuple(raw["text_at"]) if raw.get("text_at") else None)
+
+
+def texts_of(get: Callable[..., Iterable[Any]], texts: Sequence[str],
+             text_at: Sequence[Any] | None) -> tuple[str, ...]:
+    """An item's words: its own `texts`, else (accepted and started at once) those of the
+    transcript message at `text_at`, (session_id, seq), read through `get` (read_transcript's);
+    ("",) when the log holds no such message."""
+    if texts or text_at is None:
+        return tuple(texts)
+    message = message_at(get, str(text_at[0]), int(text_at[1]))
+    return (message.content if message is not None else "",)
+
+
+def item_with_text(get: Callable[..., Iterable[Any]], item: InboxItem) -> InboxItem:
+    """The item with its words (texts_of), for whoever hands it on: a resumed turn's responder."""
+    return item if item.texts else replace(item, texts=texts_of(get, item.texts, item.text_at))
 
 
 class InboxFull(Exception):
@@ -94,21 +114,44 @@ class Inbox(TurnlogAggregate):
             inbox.seen = {}  # content key -> first sighting, POSIX time (dedup.py)
 
     class Accepted(TurnlogAggregate.Event):
+        """Version 2: a message accepted on an idle key and its turn started in the same
+        transaction is one event, carrying the start (`session_id`, `turn_id`, as Started). Its
+        words are then kept only by the turn's user message at (`session_id`, `seq`), saved in
+        that transaction: `text` is None, and `content_key` is what same-text dedup remembers of
+        it (dedup.content_key; None without a sender). A message that waits keeps its `text`."""
+
         TOPIC = "turnlog:InboundAccepted"
+        class_version = 2
         item_id: str
         kind: str
-        text: str
+        text: str | None
         message_id: str | None
         source: dict[str, Any] | None
         merged_into: str | None
+        session_id: str | None
+        turn_id: str | None
+        seq: int | None
+        content_key: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(session_id=None, turn_id=None, seq=None, content_key=None)  # accepted, not started
 
         def apply(self, inbox: "Inbox") -> None:
             inbox.accepted = inbox.accepted + 1
             sender = sender_of(self.source) if self.kind == HUMAN else None
-            if sender is not None:
+            key = (content_key(sender, self.text) if self.text is not None else self.content_key) \
+                if sender is not None else None
+            if key is not None:
                 # Only accepted messages are remembered: a repeat inside the window was refused,
                 # so an accepted one is a first sighting (Hermes: TTL from first sighting).
-                inbox.seen = remember(getattr(inbox, "seen", {}), content_key(sender, self.text), self.timestamp)
+                inbox.seen = remember(getattr(inbox, "seen", {}), key, self.timestamp)
+            if self.turn_id is not None:
+                inbox.items = [*inbox.items, {
+                    "item_id": self.item_id, "kind": self.kind, "texts": [], "message_ids": [self.message_id],
+                    "accepted_at": self.timestamp, "started": True, "session_id": self.session_id,
+                    "turn_id": self.turn_id, "source": self.source, "text_at": [self.session_id, self.seq]}]
+                return
             if self.merged_into is not None:
                 item = inbox._raw(self.merged_into)
                 inbox._replace({**item, "texts": [*item["texts"], self.text],
@@ -259,15 +302,40 @@ class Inbox(TurnlogAggregate):
             self.record(Inbox.Rejected, at=at, actor=actor, cause=cause, kind=kind, text=text,
                         message_id=message_id, reason="busy_cap")
             raise InboxFull(f"{BUSY_CAP} items are already waiting for {self.session_key}")
-        item_id = merged_into or f"{self.accepted + 1}"
+        item_id = merged_into or self.next_item_id()
         self.record(Inbox.Accepted, at=at, actor=actor, cause=cause, item_id=item_id, kind=kind, text=text,
-                    message_id=message_id, source=source, merged_into=merged_into)
+                    message_id=message_id, source=source, merged_into=merged_into, session_id=None, turn_id=None,
+                    seq=None, content_key=None)
         if reply is not None:
             self.record(Inbox.ReplyAttached, at=at, actor=actor, cause=cause, item_id=item_id, reply=reply)
         if pinned is not None and merged_into is None:
             self.record(Inbox.WakeupPinned, at=at, actor=actor, cause=cause, item_id=item_id, session_id=pinned[0],
                         delegation=pinned[1])
         return item_id
+
+    def next_item_id(self) -> str:
+        """The id the next accepted message gets when it merges into no waiting item."""
+        return f"{self.accepted + 1}"
+
+    def idle(self) -> bool:
+        """Nothing waits and nothing runs: a message accepted now may start its turn at once."""
+        return not self.items
+
+    def accept_started(self, kind: str, text: str, *, message_id: str | None, source: dict[str, Any] | None,
+                       session_id: str, turn_id: str, seq: int, at: datetime, actor: str, cause: str) -> InboxItem:
+        """Accept a message on an idle inbox with its turn started (one Accepted event, version 2)
+        and return the item with its words: the turn's user message at (session_id, seq), saved
+        in the same transaction, keeps them."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown inbound kind {kind!r}")
+        if not self.idle():
+            raise ValueError(f"inbox of {self.session_key} is not idle: its message waits for its turn")
+        sender = sender_of(source) if kind == HUMAN else None
+        item_id = self.next_item_id()
+        self.record(Inbox.Accepted, at=at, actor=actor, cause=cause, item_id=item_id, kind=kind, text=None,
+                    message_id=message_id, source=source, merged_into=None, session_id=session_id,
+                    turn_id=turn_id, seq=seq, content_key=content_key(sender, text) if sender is not None else None)
+        return replace(self.item(item_id), texts=(text,))
 
     def start(self, item_id: str, *, session_id: str, turn_id: str, at: datetime, actor: str, cause: str) -> None:
         item = self.item(item_id)

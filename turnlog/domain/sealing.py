@@ -37,7 +37,7 @@ _MESSAGE = ("content", "tool_calls")
 SEALED: dict[str, tuple[str, ...]] = {
     "turnlog:MessageAppended": _MESSAGE,
     "turnlog:MessagesImported": tuple(f"messages[].{name}" for name in _MESSAGE),
-    "turnlog:InboundAccepted": ("text", *_source("source")),
+    "turnlog:InboundAccepted": ("text", "content_key", *_source("source")),  # the key hashes the words
     "turnlog:InboundRejected": ("text",),
     "turnlog:InboundReplyAttached": ("reply",),
     "turnlog:DeliveryRecorded": ("content",),
@@ -79,7 +79,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
 # topic -> the ids its subject is bound to, for later events to find ("stream": its own stream)
 BINDS: dict[str, tuple[str, ...]] = {
     "turnlog:SessionCreated": ("session:session_id", "stream"),
-    "turnlog:InboundAccepted": ("item:item_id", "stream"),
+    "turnlog:InboundAccepted": ("item:item_id", "stream", "turn:turn_id"),  # turn_id: accepted and started
     "turnlog:InboundStarted": ("turn:turn_id",),
     "turnlog:DeliveryRecorded": ("stream",),
     "turnlog:RouteRegistered": ("stream",),

@@ -14,8 +14,8 @@ DUPLICATES_REFUSED = "duplicates_refused"  # label: why (message_id, same_text)
 
 
 def _counted(topic: str, e: dict[str, Any]) -> tuple[str, str] | None:
-    if topic == "turnlog:InboundStarted":
-        return TURNS_STARTED, ""
+    if topic == "turnlog:InboundStarted" or (topic == "turnlog:InboundAccepted" and e.get("turn_id")):
+        return TURNS_STARTED, ""  # an accept that started its turn at once counts as a start
     if topic == "turnlog:InboundCompleted":
         return TURNS_ENDED, str(e["outcome"])
     if topic == "turnlog:InboundDuplicateRefused":
@@ -27,7 +27,8 @@ class CountsProjection:
     name = "counts"
     weight = 0.5  # rebuild cost relative to the others (parallel.py)
     tables = ("event_counts",)
-    topics = ("turnlog:InboundStarted", "turnlog:InboundCompleted", "turnlog:InboundDuplicateRefused")
+    topics = ("turnlog:InboundStarted", "turnlog:InboundAccepted", "turnlog:InboundCompleted",
+              "turnlog:InboundDuplicateRefused")
 
     def create(self, t: Tables) -> None:
         t.execute("CREATE TABLE IF NOT EXISTS {event_counts} (counter TEXT NOT NULL, label TEXT NOT NULL,"

@@ -11,12 +11,15 @@ from .base import Rows, Tables
 
 
 _ITEM_COLUMNS = ("inbox_id", "item_id", "session_key", "kind", "text", "message_ids", "state", "session_id", "turn_id",
-                 "outcome", "accepted_at", "updated_at", "position")
+                 "outcome", "accepted_at", "updated_at", "position", "text_seq")
 
 
 class QueueProjection:
     name = "queue"
-    version = 2  # 2: a finished item (completed, dropped) leaves the table: only waiting and started ones are read
+    # 2: a finished item (completed, dropped) leaves the table: only waiting and started ones are read
+    # 3: text_seq, the seq of the session's message holding the words of an item accepted and
+    # started at once (its `text` is then ''; the reader reads them from the transcript)
+    version = 3
     weight = 3.3  # rebuild cost relative to the others (parallel.py)
     tables = ("queue_items", "inboxes")
     topics = ("turnlog:InboxOpened", "turnlog:InboundAccepted", "turnlog:InboundStarted",
@@ -39,6 +42,7 @@ class QueueProjection:
                 accepted_at TEXT NOT NULL,
                 updated_at TEXT NOT NULL,
                 position INTEGER NOT NULL,
+                text_seq INTEGER,
                 PRIMARY KEY (inbox_id, item_id))"""
         )
 
@@ -64,9 +68,12 @@ class _QueueWriter:
         elif topic == "turnlog:InboundAccepted":
             if e["merged_into"] is None:
                 key = self.inboxes.get(inbox)["session_key"]  # type: ignore[index]
-                self.items.new((inbox, e["item_id"]), session_key=key, kind=e["kind"], text=e["text"],
-                               message_ids=orjson.dumps([e["message_id"]]).decode(), state="pending",
-                               accepted_at=at, updated_at=at, position=position)
+                started = e.get("turn_id") is not None
+                self.items.new((inbox, e["item_id"]), session_key=key, kind=e["kind"], text=e["text"] or "",
+                               message_ids=orjson.dumps([e["message_id"]]).decode(),
+                               state="started" if started else "pending", session_id=e.get("session_id"),
+                               turn_id=e.get("turn_id"), text_seq=e.get("seq"), accepted_at=at, updated_at=at,
+                               position=position)
             else:
                 row = self.items.get((inbox, e["merged_into"]))
                 if row is not None:

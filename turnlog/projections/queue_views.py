@@ -39,15 +39,17 @@ class QueueDepth(TypedRow):
     started: int
 
 
-def queue(db: sqlite3.Connection, route_ids: Sequence[str]) -> list[QueueItemRow]:
-    """Items waiting (or running) for these routes, oldest first."""
+def queue(db: sqlite3.Connection, route_ids: Sequence[str]) -> list[tuple[QueueItemRow, int | None]]:
+    """Items waiting (or running) for these routes, oldest first, each with the seq of its
+    session's message that holds its words when its `text` is not its own (accepted and started
+    at once: the reader reads them with domain/inbox.py texts_of)."""
     marks = ",".join("?" * len(route_ids))
     rows = db.execute(
-        "SELECT q.item_id, q.session_key, q.kind, q.text, q.message_ids, q.state, q.session_id, q.accepted_at"
-        f" FROM queue_items q JOIN inboxes i ON i.inbox_id = q.inbox_id WHERE i.route_id IN ({marks})"
+        "SELECT q.item_id, q.session_key, q.kind, q.text, q.message_ids, q.state, q.session_id, q.accepted_at,"
+        f" q.text_seq FROM queue_items q JOIN inboxes i ON i.inbox_id = q.inbox_id WHERE i.route_id IN ({marks})"
         " AND q.state IN ('pending', 'started') ORDER BY q.accepted_at, CAST(q.item_id AS INTEGER)",
         tuple(route_ids)).fetchall()
-    return [QueueItemRow(*r[:4], orjson.loads(r[4]), *r[5:]) for r in rows]  # type: ignore[call-arg, misc]
+    return [(QueueItemRow(*r[:4], orjson.loads(r[4]), *r[5:8]), r[8]) for r in rows]  # type: ignore[call-arg, misc]
 
 
 def item_of_turn(db: sqlite3.Connection, turn_id: str) -> ItemRef | None:

@@ -80,7 +80,7 @@ SUMMARIES: dict[str, Summary] = {
     "InboxOpened": lambda d: f"inbox opened for {d.get('session_key')}",
     "InboundAccepted": lambda d: f"{d.get('kind')} message accepted"
     + (f" (merged into item {d['merged_into']})" if d.get("merged_into") else f" as item {d.get('item_id')}")
-    + f": {_short(d.get('text'), 32)}",
+    + (f", started on {d.get('session_id')}" if d.get("turn_id") else f": {_short(d.get('text'), 32)}"),
     "InboundRejected": lambda d: f"{d.get('kind')} message refused ({d.get('reason')})",
     "InboundDuplicateRefused": lambda d: f"{d.get('kind')} message {d.get('message_id') or ''} refused as a repeat"
     + f" ({d.get('reason')}" + (f", first in item {d['duplicate_of']})" if d.get("duplicate_of") else ")"),

@@ -16,12 +16,14 @@ Transcripts are read from the search projection's table and, past its position, 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Callable, Iterable
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
 from eventsourcing.application import Application
 
 from ..domain.delivery import words_of
+from ..domain.inbox import texts_of
 from ..domain.history import HistoryEdit, with_fates
 from ..domain.session import edits_in, session_stream
 from ..domain.transcript import MessageAppended, read_transcript, transcript_id
@@ -112,7 +114,14 @@ class Views:
     # -- deliveries, inbound queue, leases (ledger.py, queue.py, leases.py) ------------------
 
     def queue(self, route_ids: list[str]) -> list[QueueItemRow]:
-        return self._read(queue_views.queue, route_ids)
+        """The items with their words (an item's own, or its transcript message's: texts_of)."""
+        return [row if seq is None else replace(row, text=self.item_text((), (row.session_id, seq)))
+                for row, seq in self._read(queue_views.queue, route_ids)]
+
+    def item_text(self, texts: Sequence[str], text_at: Sequence[Any] | None) -> str:
+        """An inbox item's words given its own `texts` and where its transcript message is
+        (domain/inbox.py texts_of)."""
+        return "\n".join(texts_of(self.app.events.get, texts, text_at))
 
     def queue_depths(self) -> list[QueueDepth]:
         return self._read(queue_views.queue_depths)
