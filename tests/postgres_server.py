@@ -66,3 +66,42 @@ def create_database(prefix: str, name: str) -> str:
     with psycopg.connect(prefix + "postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return prefix + name
+
+
+class RoundTrips:
+    """Counts the waits on a PostgreSQL server (a query sent and its answer read) that psycopg
+    makes while installed: its connections run every exchange with the server through
+    `Connection.wait`, and an exchange that needs no answer (a commit in autocommit) never waits."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> "RoundTrips":
+        import psycopg
+
+        self._original = original = psycopg.Connection.wait
+        trips = self
+
+        def counted(gen):  # type: ignore[no-untyped-def]
+            try:
+                waited_for = next(gen)
+            except StopIteration as done:
+                return done.value
+            trips.count += 1
+            while True:
+                ready = yield waited_for
+                try:
+                    waited_for = gen.send(ready)
+                except StopIteration as done:
+                    return done.value
+
+        def wait(conn, gen, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return original(conn, counted(gen), *args, **kwargs)
+
+        psycopg.Connection.wait = wait  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import psycopg
+
+        psycopg.Connection.wait = self._original  # type: ignore[method-assign]

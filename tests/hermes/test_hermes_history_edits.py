@@ -198,3 +198,14 @@ def test_an_undo_below_hermes_compaction_is_recorded_before_it_and_a_live_row_am
         t.export_hermes(tmp_path / "out")
     flags = {r["id"]: (r["active"], r["compacted"]) for r in hermes_rows(tmp_path / "out" / "state.db", FEISHU)}
     assert [flags[i] for i in (44, 45, 46, 47, 48, 49)] == [(0, 1), (0, 0), (0, 0), (0, 0), (0, 1), (0, 1)]
+
+
+def test_a_rebuild_one_event_per_batch_keeps_the_compacted_fates(tmp_path) -> None:
+    """A batch boundary may fall anywhere in an import's transaction: the compaction's fate still
+    reaches the messages it covers (they are in the log before the edit that covers them)."""
+    with engine(tmp_path / "t.db") as t:
+        t.import_hermes(HOME)
+        whole = sorted((h.seq, h.fate) for h in t.search("短信服务商", session=FEISHU))
+        t.maintenance.rebuild(["search"], batch=1, workers=1)
+        assert sorted((h.seq, h.fate) for h in t.search("短信服务商", session=FEISHU)) == whole
+        assert whole == [(5, "compacted"), (6, "compacted"), (14, None)]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from postgres_server import create_database, server
+from postgres_server import RoundTrips, create_database, server
 from turnlog import ManualClock, SequentialIds, Turnlog
 
 from chat import ALICE, BOB, reply_with
@@ -142,3 +142,24 @@ def test_a_save_waits_for_the_log_lock_a_writer_holds(url, tmp_path):
         assert [m["content"] for m in t.transcript(t.get_or_create_session(BOB).session_id)] == ["second", "two"]
     finally:
         t.close()
+
+
+def test_a_turn_on_a_known_session_is_three_round_trips_to_the_server(url, tmp_path):
+    """Its start (routing, lease, inbox item, message), its reply with the delivery obligation
+    (before the send), and its finish (settled, released, completed): the finish decides from the
+    session this process routed to instead of reading it again."""
+    t = Turnlog(url, views=str(tmp_path / "a.db"), clock=ManualClock("2026-03-01T10:00:00+00:00"),
+                session_ids=SequentialIds(), owner="gateway-a")
+    try:
+        t.handle_message(ALICE, "first", reply_with("one"), lambda text: None)
+        counts = []
+        for text in ("second", "third"):
+            with RoundTrips() as trips:
+                t.handle_message(ALICE, text, reply_with("ok"), lambda text: None)
+            counts.append(trips.count)
+        assert counts == [3, 3]
+        assert [m["content"] for m in t.transcript(t.get_or_create_session(ALICE).session_id)] == \
+            ["first", "one", "second", "ok", "third", "ok"]
+    finally:
+        t.close()
+

@@ -190,6 +190,7 @@ class Turn:
         self.thread: int | None = None  # the thread it responds in (the agent's, for a sync responder)
         self._state: TurnState | None = None
         self._closed_out = False  # the engine's close released it
+        self._finish_tried = False  # a try after the first follows a lost race: it reads the session afresh
         self.stopwatch = Stopwatch()  # from routing on: the turn's engine time is what its other parts leave
         parts.running.add(self)
 
@@ -391,7 +392,12 @@ class Turn:
         now = ctx.clock.now()
         lease = leases.release_event(token, "completed", cause=cause)
         items: list[Any] = [lease] if lease is not None else []
-        session = ctx.session(token.session_id)
+        # While the lease is still ours, the first try answers from this process's copy of the
+        # session, current unless another process wrote it: recovery, /stop and /new there revoke
+        # the lease in the write that marks or ends the session, so the release loses its
+        # optimistic-concurrency race and the retry reads the session from the log.
+        session = ctx.session(token.session_id, fresh=self._finish_tried or lease is None)
+        self._finish_tried = True
         resumed = session is not None and session.resume_pending
         if session is not None and resumed:
             # A completed turn is what ends an interruption (seed 002 §7).

@@ -312,7 +312,11 @@ class HermesImporter:
                               session_key=routes[0][0].key if routes else row.get("session_key") or "",
                               origin=origin, reason=IMPORT_REASON, previous_session_id=None,
                               parent_session_id=row.get("parent_session_id"), **say)
-        items: list[Any] = [session, *import_title(self.titles, session, row, report.skipped, say)]
+        titled = import_title(self.titles, session, row, report.skipped, say)
+        # The session's creation before its messages and its history edits after them: a read
+        # model's catch-up batch may end anywhere in the transaction, and an edit applied before
+        # the messages it covers were filed would find none.
+        items: list[Any] = [*session.collect_events(), *titled]
         started = cells.epoch(row.get("started_at"), "started_at", [])
         runs, appended, extras, fates = self._messages(session_id, messages, now, cause, report,
                                                        started if started is not None else now.timestamp())
@@ -328,6 +332,7 @@ class HermesImporter:
                 lease.carry_restarts(restarts, **say)
             items.append(lease)
         self._flags(session, row, entry, restarts, report, say)
+        items.append(session)
         for rk, route_entry in routes:
             route = self._route(rk, route_entry, session_id, report, say)
             if route is not None:
