@@ -53,8 +53,8 @@ def lived(db) -> dict[str, str]:
 EXPECTED_HISTORY = [
     # (event, actor, cause, session, data that must be present)
     ("SessionCreated", "telegram:user:42", "message:m1", "first", {"reason": "first_message"}),
-    ("RouteRegistered", "telegram:user:42", "message:m1", None, {"session_key": KEY}),
-    ("RouteBound", "telegram:user:42", "message:m1", "first", {"reason": "first_message"}),
+    # registered already bound to the key's first session (one event)
+    ("RouteRegistered", "telegram:user:42", "message:m1", "first", {"session_key": KEY, "reason": "first_message"}),
     ("ActivityTouched", "telegram:user:42", "message:m2", "first", {}),
     ("ResumePendingMarked", "cli", "cli:resume-pending", "first", {"reason": "restart_timeout"}),
     ("ResumePendingCleared", "cli", "cli:resume-pending", "first", {}),

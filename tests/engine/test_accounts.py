@@ -65,9 +65,11 @@ def test_a_dm_keyed_without_an_account_is_claimed_by_the_first_account(t):
     assert (moved.session_id, moved.created, moved.reason) == (old.session_id, False, "account_migration")
     routes = {r["session_key"]: r["session_id"] for r in t.routes()}
     assert routes == {"agent:main:weixin:dm:wxid_u1": None, "agent:main:weixin:dm:bot_a:wxid_u1": old.session_id}
-    moves = [(h.event, h.actor, h.cause) for h in t.history(old.session_id) if h.event in ("RouteDetached", "RouteBound")]
-    assert moves[-2:] == [("RouteDetached", "weixin:user:wxid_u1", "message:m2"),
-                          ("RouteBound", "weixin:user:wxid_u1", "message:m2")]
+    moves = [(h.event, h.actor, h.cause, h.data["reason"]) for h in t.history(old.session_id)
+             if h.event in ("RouteDetached", "RouteRegistered", "RouteBound")]
+    # the account's new route is registered already bound to the session it takes over
+    assert moves[-2:] == [("RouteDetached", "weixin:user:wxid_u1", "message:m2", "account_migration"),
+                          ("RouteRegistered", "weixin:user:wxid_u1", "message:m2", "account_migration")]
 
 
 def test_a_second_account_gets_a_dm_session_of_its_own(t):

@@ -173,9 +173,9 @@ def test_position_and_time_bounds_combine(lived):
 def test_type_filters_keep_only_the_named_events(lived):
     ended = lived.history(KEY, types=["SessionEnded"])
     assert [(e.session_id, e.data["reason"]) for e in ended] == [(lived.s1, "suspended"), (lived.s2, "session_reset")]
-    routing = lived.history(KEY, types=["RouteBound", "RouteDetached"])
-    assert [(e.event, e.session_id) for e in routing] == [
-        ("RouteBound", lived.s1), ("RouteBound", lived.s2), ("RouteDetached", lived.s2), ("RouteBound", lived.s3)]
+    routing = lived.history(KEY, types=["RouteRegistered", "RouteBound", "RouteDetached"])
+    assert [(e.event, e.session_id) for e in routing] == [  # the route was registered already bound to s1
+        ("RouteRegistered", lived.s1), ("RouteBound", lived.s2), ("RouteDetached", lived.s2), ("RouteBound", lived.s3)]
     assert lived.history(KEY, types=["NoSuchEvent"]) == []
     windowed = lived.history(KEY, types=["MessageAppended"], since="2026-03-01T10:04:00+00:00",
                              until="2026-03-01T10:04:00+00:00")

@@ -1,6 +1,7 @@
 """Whose session is it: the rule /resume and `switch` apply before a key takes a session.
 
-A session belongs to the routing keys that have pointed at it (the route's own RouteBound events)
+A session belongs to the routing keys that have pointed at it (the route's own RouteBound events,
+and the RouteRegistered of a route registered already bound)
 and to the user who started it, on the same platform. A chat may take back only what belongs to
 it; an operator may take anything, but must say so (`force`).
 """
@@ -14,8 +15,10 @@ from .source import SessionSource
 
 
 def bound_session_ids(route_events: Iterable[Any]) -> set[str]:
-    """Every session a route has pointed at, from its events (RouteBound carries session_id)."""
-    return {e.session_id for e in route_events if isinstance(e, Route.Bound)}
+    """Every session a route has pointed at, from its events (RouteBound carries session_id, and so
+    does the RouteRegistered of a route registered already bound)."""
+    return {e.session_id for e in route_events
+            if isinstance(e, (Route.Bound, Route.Created)) and e.session_id is not None}
 
 
 def started_by(origin: Mapping[str, Any] | None, source: SessionSource) -> bool:

@@ -24,17 +24,29 @@ class Route(TurnlogAggregate):
         bound_reason: str | None  # why it points at its session (RouteBound.reason)
 
     class Created(TurnlogAggregate.Created):
+        """`session_id`, `reason` (version 2): the session a route registered to be bound at once
+        points at, and why (what a RouteBound beside it would have said); None for a route
+        registered unbound (and every version-1 event, whose binding is a RouteBound after it)."""
+
         TOPIC = "turnlog:RouteRegistered"
+        class_version = 2
         session_key: str
         parts: list[str]
         origin: dict[str, Any] | None
+        session_id: str | None = None
+        reason: str | None = None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["session_id"] = None
+            state["reason"] = None
 
         def apply(self, route: "Route") -> None:
             route.session_key = self.session_key
             route.parts = tuple(self.parts)
             route.origin = self.origin
-            route.session_id = None
-            route.bound_reason = None
+            route.session_id = self.session_id
+            route.bound_reason = self.reason
 
     class Bound(TurnlogAggregate.Event):
         TOPIC = "turnlog:RouteBound"
@@ -81,7 +93,9 @@ class Route(TurnlogAggregate):
         return getattr(self, "bound_reason", None) == SHARED_TO_PER_USER
 
     def bind(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
-        if session_id != self.session_id:
+        """A route not saved yet is registered already bound (one event)."""
+        if session_id != self.session_id and not self.amend_creation(
+                at=at, actor=actor, cause=cause, session_id=session_id, reason=reason):
             self.record(Route.Bound, at=at, actor=actor, cause=cause, session_id=session_id,
                         previous_session_id=self.session_id, reason=reason)
 

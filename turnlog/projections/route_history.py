@@ -37,7 +37,9 @@ class RouteHistoryProjection:
         route_id = str(event.originator_id)
         topic = topic_of(event)
         if topic == "turnlog:RouteRegistered":
-            session_key, session_id, reason = event.session_key, None, "registered"
+            # A route registered already bound (version 2) starts on its session.
+            session_key, session_id = event.session_key, event.session_id
+            reason = event.reason if session_id is not None else "registered"
         else:
             row = db.execute("SELECT session_key FROM route_history WHERE route_id=? AND to_position IS NULL",
                              (route_id,)).fetchone()

@@ -60,9 +60,10 @@ class _RoutesWriter:
         at = e["timestamp"]
         if topic == "turnlog:RouteRegistered":
             origin = e["origin"] or {}
+            # A route registered already bound (version 2) carries its binding.
             self.rows.new(route_id, session_key=e["session_key"], platform=origin.get("platform"),
                           chat_type=origin.get("chat_type"), origin=_json(e["origin"]), created_at=at, updated_at=at,
-                          position=position)
+                          session_id=e["session_id"], bound_reason=e["reason"], position=position)
             return
         row = self.rows.get(route_id)
         if row is None:

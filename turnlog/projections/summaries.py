@@ -20,7 +20,8 @@ def _flags(settings: Any) -> str:
 
 
 SUMMARIES: dict[str, Summary] = {
-    "RouteRegistered": lambda d: f"route registered for {d.get('session_key')}",
+    "RouteRegistered": lambda d: f"route registered for {d.get('session_key')}"
+    + (f" -> {d['session_id']} ({d.get('reason')})" if d.get("session_id") else ""),
     "RouteBound": lambda d: f"route -> {d.get('session_id')} ({d.get('reason')})"
     + (f", was {d['previous_session_id']}" if d.get("previous_session_id") else ""),
     "RouteDetached": lambda d: f"route detached from {d.get('session_id')} ({d.get('reason')})",
