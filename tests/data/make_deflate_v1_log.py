@@ -10,9 +10,9 @@ read models rebuild from it.
 """
 
 import os
-import sqlite3
 import sys
 
+from one_file import one_file_copy
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
 src, out = sys.argv[1], sys.argv[2]
@@ -22,12 +22,7 @@ with Turnlog(src, clock=ManualClock("2026-03-01T10:00:00+00:00"), session_ids=Se
     for n in range(60):
         t.handle_message(SessionSource(**{**source.__dict__, "message_id": f"old{n}"}), f"old message {n}",
                          lambda history, item: f"old reply to {item.text}", lambda text: None)
-if os.path.exists(out):
-    os.remove(out)
-conn = sqlite3.connect(src)
-conn.execute("VACUUM INTO ?", (out,))
-conn.close()
-conn = sqlite3.connect(out, isolation_level=None)
+conn = one_file_copy(src, out)
 keep = {"stored_events", "stored_snapshots", "chain", "chain_meta", "turnlog_meta"}
 # full-text tables first (dropping one drops its shadow tables), then the other read models
 for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall():

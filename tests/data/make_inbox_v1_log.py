@@ -12,9 +12,9 @@ queue's at its version 2). ManualClock 2026-03-01T10:00, SequentialIds, owner "o
 """
 
 import os
-import sqlite3
 import sys
 
+from one_file import one_file_copy
 from turnlog import ManualClock, SequentialIds, SessionSource, Turnlog
 
 src, out = sys.argv[1], sys.argv[2]
@@ -32,11 +32,4 @@ if os.fork() == 0:
     os._exit(0)
 _, status = os.wait()
 assert status == 0, status
-if os.path.exists(out):
-    os.remove(out)
-conn = sqlite3.connect(src)
-conn.execute("VACUUM INTO ?", (out,))
-conn.close()
-conn = sqlite3.connect(out, isolation_level=None)
-conn.execute("PRAGMA journal_mode=DELETE")  # one file; the read models stay as that turnlog left them
-conn.close()
+one_file_copy(src, out).close()  # the read models stay as that turnlog left them
