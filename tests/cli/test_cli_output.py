@@ -80,8 +80,8 @@ def test_db_is_accepted_after_the_subcommand(filled):
 # --- control characters --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [
-    ["show", KEY], ["sessions"], ["history", KEY], ["ledger"], ["search", "look"], ["at", "#40", "transcript", "--session", "20260101_000000_00000001"],
-    ["status"], ["queue", KEY], ["doctor", "--dry-run"], ["verify"], ["diff", "#1", "#40"],
+    ["show", KEY], ["sessions"], ["history", KEY], ["ledger"], ["search", "look"], ["at", "#37", "transcript", "--session", "20260101_000000_00000001"],
+    ["status"], ["queue", KEY], ["doctor", "--dry-run"], ["verify"], ["diff", "#1", "#37"],
 ])
 def test_table_output_shows_control_characters_visibly(filled, args):
     result = run("--db", filled, *args)

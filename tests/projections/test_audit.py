@@ -109,7 +109,7 @@ def test_a_turn_reads_as_lease_messages_and_delivery_in_words(lived):
     summaries = [e.summary for e in turn]
     assert "lease epoch 1 acquired by gw-1" in summaries
     assert "user: hello 1" in summaries and "assistant: re: hello 1" in summaries
-    assert "reply #2 owed to telegram:42" in summaries
+    assert "reply #2 owed to telegram:42, delivery attempt 1 by gw-1" in summaries  # recorded already attempting
     assert "delivered (attempt 1)" in summaries
     assert "lease epoch 1 released (completed)" in summaries
 

@@ -55,7 +55,8 @@ def test_subject_erased_names_the_subject_only_by_its_keyed_hash(make_turnlog, d
     assert dry.keys == 1 and dry.position is None and t.transcript(dry.sessions[0])[0]["content"] == PHRASE
     report = t.erase_subject("telegram:42", actor="operator", cause="erase request")
     event = next(e for e in t.events_around(report.position, before=0, after=0) if e.position == report.position)
-    assert event.event == "SubjectErased" and report.subject_hash in event.summary and "42" not in event.summary
+    assert event.event == "SubjectErased" and report.subject_hash in event.summary
+    assert "42" not in event.summary.replace(report.subject_hash, "")  # the hash's hex may hold "42" by chance
     assert (event.actor, event.cause) == ("operator", "erase request")
     with pytest.raises(InvalidRequest):
         t.erase_subject("no-platform", actor="operator", cause="x")

@@ -35,7 +35,7 @@ def pages(ids: dict[str, str]) -> list[str]:
     first = ids["first"]
     return ["/", "/sessions", "/sessions?platform=telegram&state=active", f"/sessions?q={quote('東京')}",
             f"/sessions/{first}", f"/sessions/{first}/at/5", "/travel", "/travel?at=%2310",
-            f"/travel?at={quote('2026-03-01T10:01:00+00:00')}", "/travel/diff?a=%231&b=%2360", "/integrity",
+            f"/travel?at={quote('2026-03-01T10:01:00+00:00')}", "/travel/diff?a=%231&b=%2357", "/integrity",
             "/plot"]
 
 

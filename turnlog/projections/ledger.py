@@ -16,6 +16,7 @@ _MESSAGE = "turnlog:MessageAppended"
 # Messages remembered for the deliveries that refer to them: a reply's message is saved in the
 # delivery's own transaction, so it is among the last few read.
 _MESSAGES_REMEMBERED = 4096
+_MESSAGE_LOOKBACK = 64  # positions before a delivery its message may be at (a rich reply's usage events between)
 
 # How each event changes a row, given the event's fields (LogReader.fields).
 _DELIVERY_CHANGES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
@@ -87,8 +88,10 @@ class _LedgerWriter:
     def __init__(self, t: Tables) -> None:
         self.rows = Rows(t, "deliveries", _DELIVERY_COLUMNS, "delivery_id")
         self.messages: dict[tuple[str, int], int] = {}  # (transcript stream, seq) -> position
+        self.log: Any = None  # the log the rows come from (apply_rows)
 
     def apply_rows(self, rows: list[Any], decoded: list[Any], log: Any) -> None:
+        self.log = log
         for row, fields in zip(rows, decoded):
             if row[3] == _MESSAGE:
                 self._remember_message(log.stream_of(row), row[2], row[0])
@@ -100,13 +103,26 @@ class _LedgerWriter:
             self.messages.clear()
         self.messages[(stream, seq)] = position
 
+    def _message_position(self, stream: str, seq: int, recorded: int) -> int | None:
+        """The position of a delivery's transcript message: remembered from this pass, else (a
+        pass that began between the two: a resumed rebuild, a catch-up's first batch) looked up
+        in the log among the few positions before the delivery, where the reply's own
+        transaction put it. So the read model does not depend on where batches fell."""
+        known = self.messages.pop((stream, seq), None)
+        if known is not None or self.log is None:
+            return known
+        for row in self.log.stream_rows_between([stream], max(0, recorded - _MESSAGE_LOOKBACK), recorded):
+            if row[2] == seq:
+                return int(row[0])
+        return None
+
     def apply_fields(self, topic: str, e: dict[str, Any], position: int) -> None:
         ident = e["originator_id"]
         at = e["timestamp"]
         if topic == _RECORDED:
             words = None
             if e["content"] is None:  # its words are its transcript message's
-                words = self.messages.pop((str(transcript_id(e["session_id"])), e["seq"]), None)
+                words = self._message_position(str(transcript_id(e["session_id"])), e["seq"], position)
             recorded = self.rows.new(ident, session_id=e["session_id"], seq=e["seq"], session_key=e["session_key"],
                                      platform=e["platform"], chat_id=e["chat_id"], thread_id=e["thread_id"],
                                      recorded_position=position, words_position=words, state="pending",

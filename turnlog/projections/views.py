@@ -130,14 +130,17 @@ class Views:
                ids: tuple[str, ...] | None = None) -> list[tuple[DeliveryRow, str]]:
         """Each delivery (of `ids`, when given) with its content (read from the log at the row's
         recorded position, or from the transcript message the delivery refers to); at most
-        `limit`, and only their contents are read: the events at the rows' recorded and words
-        positions in one read, a message by its own stream only for a row without one."""
+        `limit`, and only their contents are read, in one read: a row that knows its transcript
+        message's position (`words_position`, set only where the delivery carries no words of its
+        own) reads that message alone; a row without one its recorded event (and, when that refers
+        to a message, the message by its own stream)."""
         with self.runner.lock:
             rows = ledger_views.ledger(self.runner.db, status, limit, ids)
-            read = self.runner.log.fields_at([r.recorded_position for r in rows]
-                                             + [r.words_position for r in rows if r.words_position is not None])
-        return [(r, self.delivery_text(r.session_id, r.seq, read[r.recorded_position]["content"],
-                                       read.get(r.words_position) if r.words_position is not None else None))
+            read = self.runner.log.fields_at([r.recorded_position if r.words_position is None else r.words_position
+                                              for r in rows])
+        return [(r, self.delivery_text(r.session_id, r.seq, read[r.recorded_position]["content"])
+                 if r.words_position is None else self.delivery_text(r.session_id, r.seq, None,
+                                                                      read.get(r.words_position)))
                 for r in rows]
 
     def delivery_text(self, session_id: str, seq: int, content: str | None,
