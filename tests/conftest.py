@@ -7,6 +7,7 @@ second gateway process on the same log. tests/contract/ runs the same factory on
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -60,3 +61,11 @@ def t(make_turnlog):
 def other(make_turnlog, t):
     """A second gateway process on the same log (opened after `t`)."""
     return make_turnlog(owner="gateway-b")
+
+
+@pytest.fixture
+def on_another_host(monkeypatch) -> None:
+    """This test's engine runs as if on another host than the one a stored log was written on:
+    an old fixture's boots are judged by their heartbeats' expiry (the injected clock), not by
+    whether a process of theirs happens to have a live pid here (pids are reused)."""
+    monkeypatch.setattr(socket, "gethostname", lambda: "another-host")

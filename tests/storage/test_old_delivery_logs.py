@@ -72,7 +72,7 @@ def test_an_old_log_verifies_its_chain_after_new_turns(old, copied):
     assert (chain.exit_code, chain.output) == (0, "chain: ok\n")
 
 
-def test_an_old_logs_owed_replies_are_resent_once_with_the_prefix(old):
+def test_an_old_logs_owed_replies_are_resent_once_with_the_prefix(old, on_another_host):
     old.start_gateway("old")  # the old gateway's next boot: its interrupted turn is recovered
     sent = []
     report = old.sweep_deliveries(lambda target, text: sent.append((target["chat_id"], text)))

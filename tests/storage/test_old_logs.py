@@ -86,7 +86,7 @@ def test_an_old_logs_version_1_accepts_and_starts_replay_to_the_same_queue_and_i
     assert t.maintenance.verify()["ok"]
 
 
-def test_an_old_logs_interrupted_item_and_waiting_texts_run_with_their_words(old_inbox):
+def test_an_old_logs_interrupted_item_and_waiting_texts_run_with_their_words(old_inbox, on_another_host):
     t = old_inbox
     [turn] = t.start_gateway("main").recovery.interrupted
     assert turn.action == "resume_pending"
