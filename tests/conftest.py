@@ -17,6 +17,24 @@ from turnlog import ManualClock, SequentialIds, Turnlog
 from chat import ALICE, BOB
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files marked `takes_seconds(n)` first, longest first, then the rest by how many tests they
+    hold, most first.
+
+    scripts/test hands whole files to the workers in this order (`--no-loadscope-reorder`). In
+    xdist's own order (by test count) a file of one test that runs for minutes is queued last, and
+    runs alone at the end while the other worker sits idle."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+
+    def order(group: list[pytest.Item]) -> tuple[float, int]:
+        long = group[0].get_closest_marker("takes_seconds")
+        return (-long.args[0] if long is not None else 0.0, -len(group))
+
+    items[:] = [item for group in sorted(files.values(), key=order) for item in group]
+
+
 @pytest.fixture(autouse=True)
 def shared_sources_stay_as_they_are() -> Iterator[None]:
     """ALICE and BOB are shared by every module: a test that changed one would change the next

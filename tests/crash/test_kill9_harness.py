@@ -22,6 +22,8 @@ from turnlog import ManualClock, Turnlog
 
 from chat import alice
 
+pytestmark = pytest.mark.takes_seconds(75)
+
 ROUNDS = 50
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
 from click.testing import CliRunner
 
 from harness.runner import run_harness
 from turnlog.cli import main
 from turnlog.storage.event_compressor import V2, inflate
+
+pytestmark = pytest.mark.takes_seconds(200)
 
 ROUNDS = 200
 

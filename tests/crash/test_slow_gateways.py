@@ -16,8 +16,12 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from harness import procs
 from turnlog import EngineConfig, SessionSource, Turnlog
+
+pytestmark = pytest.mark.takes_seconds(30)
 
 TTL = 5.0
 KEYS = 10

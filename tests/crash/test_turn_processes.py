@@ -16,6 +16,8 @@ import pytest
 from harness import procs
 from turnlog import EngineConfig, LeaseTimeout, SessionSource, Turnlog
 
+pytestmark = pytest.mark.takes_seconds(25)
+
 PROCESSES = 4
 TURNS_PER_PROCESS = 200
 KEYS = 3

@@ -14,6 +14,8 @@ from harness import procs
 from postgres_server import create_database, server
 from turnlog import EngineConfig, GatewayStillRunning, Turnlog
 
+pytestmark = pytest.mark.takes_seconds(22)
+
 PREFIX = "♻️ Recovered reply"
 # The other host's heartbeat TTL. Its keeper renews it once a third has passed, so a child starved of
 # CPU for two thirds of it looks dead: 5 s (it was 1 s) survives two busy cores and a loaded SQLite.
