@@ -875,6 +875,7 @@ class Turnlog:
         enc.keys.destroy(subject, at=self._clock.now().isoformat())
         enc.sealer.forget()
         self._ctx.cache.clear()
+        self._ctx.transcripts.clear()
         encryption_setup.purge_snapshots(self._app)
         self.maintenance.rebuild(progress=progress)
         self._projections.scrub()

@@ -24,9 +24,15 @@ def summary_entry(session_id: str, edit: HistoryEdit, index: int, message: dict[
 
 
 def read_agent_history(ctx: CommandContext, session_id: str, session: Session | None = None) -> list[MessageAppended]:
+    """The session's agent history as the log holds it now, from this process's copy of its
+    transcript topped up with the messages added since (storage/transcripts.py)."""
     if session is None:
         session = ctx.session(session_id)
-    return agent_history_of(ctx.app.events.get, session_id, session.history_edits if session is not None else ())
+    edits = session.history_edits if session is not None else ()
+    messages = ctx.transcripts.messages(session_id, history_floor(edits))
+    if not edits:
+        return messages
+    return agent_history(messages, edits, lambda edit, i, m: summary_entry(session_id, edit, i, m))
 
 
 def agent_history_of(get_events: Any, session_id: str, edits: Sequence[HistoryEdit],

@@ -214,6 +214,7 @@ class ArchiveCommands:
     def _forget(self, session_ids: list[str]) -> None:
         for sid in session_ids:
             self.ctx.cache.forget(session_stream(sid))
+            self.ctx.transcripts.forget(sid)
 
 
 def _listing(row: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ..storage.aggregates import AggregateCache
 from ..storage.group_commit import GroupCommit
 from ..storage.group_commit import giving_back as giving_back  # for the asyncio API, which may not import storage
 from ..storage.store import TurnlogApplication
+from ..storage.transcripts import TranscriptCache
 from .recorder import Recorder
 
 T = TypeVar("T")
@@ -41,6 +42,7 @@ class CommandContext:
     new_session_id: SessionIdFactory
     config: EngineConfig
     cache: AggregateCache = field(init=False)
+    transcripts: TranscriptCache = field(init=False)  # the agent's history topped up, not re-read
     commits: GroupCommit = field(init=False)  # concurrent saves of this process share transactions
     known_key_settings: KeySettings | None = field(default=None, init=False)  # as last read (key_settings)
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
@@ -49,6 +51,7 @@ class CommandContext:
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)
+        self.transcripts = TranscriptCache(self.app.events.get)
         self.commits = GroupCommit(self.app)
 
     def get(self, aggregate_id: UUID, fresh: bool = True) -> Any | None:
