@@ -10,8 +10,9 @@ ends a full collection runs if one is due. Between turns (a read-only viewer, an
 the interpreter collects as it always does. Young collections (generations 0 and 1, a
 millisecond or less) run as before. A turn that begins meanwhile waits for the collection to
 end, before it routes or takes any lease. When turns overlap without a break for long (one is
-overdue ten times over), new turns wait up to a second for the running ones to end, so that one
-runs between them.
+overdue ten times over, as with the asyncio API's many keys in flight), the next turn to begin
+runs it at once, inside the running turns: one pause, where waiting for them to end would stall
+every new turn (and, on the asyncio API, hold the store slots they need to end).
 
 "Due" follows the interpreter's own rule: ten young generation-1 collections since the last full
 one, and the objects that may have reached the old generation since then (at most a young
@@ -28,15 +29,14 @@ import threading
 
 _NEVER = 1 << 30  # a generation-2 threshold the interpreter never reaches
 _FULL_AFTER = 10  # generation-1 collections before a full one is considered (the interpreter's default)
-_OVERDUE = 10  # times _FULL_AFTER: then new turns wait for the running ones to end, for a collection
-_DRAIN_WAIT_S = 1.0  # at most (a turn that waits for another one of its own thread must not hang)
+_OVERDUE = 10  # times _FULL_AFTER: then the next turn to begin collects, inside the running ones
 
 
 class _Process:
     """The turns running in this process, across its engines, and its full collections."""
 
     def __init__(self) -> None:
-        self.lock = threading.Condition()
+        self.lock = threading.Lock()
         self.turns = 0
         self.engines = 0  # open engines with gc_mode "between_turns"
         self.frozen = False
@@ -58,12 +58,12 @@ class _Process:
 
     def turn_began(self) -> None:
         with self.lock:
-            if self.engines and self.turns and self._due(_OVERDUE * _FULL_AFTER):
-                self.lock.wait_for(lambda: self.turns == 0, timeout=_DRAIN_WAIT_S)
             if self.turns == 0 and self.engines:
                 self._collect_if_due()
                 self.raised = gc.get_threshold()
                 gc.set_threshold(self.raised[0], self.raised[1], _NEVER)
+            elif self.engines and self._due(_OVERDUE * _FULL_AFTER):
+                self._collect()  # turns overlap without a break: one pause now, not a stall of new turns
             self.turns += 1
 
     def turn_ended(self) -> None:
@@ -75,14 +75,16 @@ class _Process:
                     self.raised = None
                 if self.engines:
                     self._collect_if_due()
-                self.lock.notify_all()
 
     def _collect_if_due(self) -> None:
-        # Under the lock: no turn begins while it runs (finalisers may switch threads).
         if self._due(_FULL_AFTER):
-            gc.collect(2)
-            self.survivors = len(gc.get_objects(2))
+            self._collect()
             self.collections += 1
+
+    def _collect(self) -> None:
+        # Under the lock: no turn begins while it runs (finalisers may switch threads).
+        gc.collect(2)
+        self.survivors = len(gc.get_objects(2))
 
     def _due(self, after: int) -> bool:
         young, middle, _ = self.raised or gc.get_threshold()

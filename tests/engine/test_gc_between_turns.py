@@ -4,6 +4,7 @@ allocations (reference cycles made by the agent, while the lease is held) set ma
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import subprocess
 import sys
@@ -12,10 +13,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from turnlog import EngineConfig
+from turnlog import EngineConfig, gc_turns
+from turnlog.aio import AsyncTurnlog
 from turnlog.gc_turns import collections_between_turns, in_turn
 
-from tests.chat import alice, collect
+from tests.chat import BOB, alice, collect
 
 TURNS = 30
 
@@ -106,3 +108,48 @@ def test_the_thresholds_are_given_back_between_turns(make_turnlog):
     t = make_turnlog(config=EngineConfig(gc_mode="between_turns"))
     run_turns(t)
     assert gc.get_threshold() == saved and not in_turn()
+
+
+def test_a_collection_long_overdue_runs_inside_the_running_turns_and_stalls_no_new_one(make_turnlog):
+    """With keys always in flight (the asyncio API) no moment is free of turns: a full collection
+    overdue ten times over runs as the next turn begins, and that turn goes on at once. Before, it
+    waited up to a second for the running turns to end, holding the one store slot they needed to."""
+    t = make_turnlog(config=EngineConfig(gc_mode="between_turns"))
+    sent: list[str] = []
+    started_in_turn: list[bool] = []
+
+    def probe(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            started_in_turn.append(in_turn())
+
+    async def send(text: str) -> None:
+        sent.append(text)
+
+    async def main() -> None:
+        a = AsyncTurnlog(t, store_threads=1, threads=4)
+        thinking, answer = asyncio.Event(), asyncio.Event()
+
+        async def slow(history: Any, item: Any) -> str:
+            thinking.set()
+            await answer.wait()
+            return "first"
+
+        async def quick(history: Any, item: Any) -> str:
+            return "second"
+        first = asyncio.ensure_future(a.handle_message(alice("a1"), "one", slow, send))
+        await thinking.wait()  # a turn is running: no full collection can run between turns now
+        for _ in range(gc_turns._OVERDUE * gc_turns._FULL_AFTER + 1):
+            gc.collect(1)  # each counts towards the next full one: it is overdue ten times over
+        gc.callbacks.append(probe)
+        try:
+            await asyncio.wait_for(a.handle_message(BOB, "two", quick, send), timeout=60)
+        finally:
+            gc.callbacks.remove(probe)
+        assert sent == ["second"] and not first.done()  # it did not wait for the running turn
+        answer.set()
+        await asyncio.wait_for(first, timeout=60)
+        a.shutdown_threads()
+
+    asyncio.run(main())
+    assert sorted(sent) == ["first", "second"]
+    assert True in started_in_turn, started_in_turn  # the overdue collection ran, inside the first turn

@@ -94,3 +94,18 @@ def test_an_erase_leaves_no_cached_words_in_the_history(make_turnlog):
     assert ("user", "marmalade lighthouse") in [(m.role, m.content) for m in t.turns.agent_history(session_id)]
     t.erase_subject("telegram:42", actor="operator", cause="erase request")
     assert {m.content for m in t.turns.agent_history(session_id)} == {"[erased]"}
+
+
+def test_an_archived_sessions_history_leaves_with_it_and_comes_back_with_its_restore(t, clock, tmp_path):
+    seen: list = []
+    for n in range(3):
+        t.handle_message(ALICE, f"message {n}", seen_by_agent(seen), nowhere)
+    old = t.session(ALICE).session_id
+    before = [(m.role, m.content) for m in t.turns.agent_history(old)]
+    t.command(ALICE, "/reset")
+    clock.advance(days=100)
+    report = t.archive(tmp_path / "old.tlar")
+    assert [c.session_id for c in report.sessions] == [old]
+    assert t.turns.agent_history(old) == []
+    t.restore_archive(tmp_path / "old.tlar")
+    assert [(m.role, m.content) for m in t.turns.agent_history(old)] == before
