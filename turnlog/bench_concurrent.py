@@ -32,9 +32,9 @@ STORE_THREADS = 4
 
 
 def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int, *, workdir: str | None = None,
-                         progress: Progress | None = None) -> dict[str, Any]:
-    if sessions < 1 or turns < 1 or concurrency < 1:
-        raise ValueError("--sessions, --turns and --concurrency must be at least 1")
+                         progress: Progress | None = None, store_threads: int = STORE_THREADS) -> dict[str, Any]:
+    if sessions < 1 or turns < 1 or concurrency < 1 or store_threads < 1:
+        raise ValueError("--sessions, --turns, --concurrency and --store-threads must be at least 1")
     home, db, rng, sources, order = prepare_workload(sessions, turns, seed, workdir)
     work = []
     for n, index in enumerate(order):  # the texts drawn in the order the sequential run draws them
@@ -67,7 +67,7 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
                 progress(done[0], len(work))
 
     async def main() -> tuple[float, Handoffs]:
-        t = AsyncTurnlog(Turnlog(db, owner="bench"), store_threads=STORE_THREADS, threads=max(8, concurrency))
+        t = AsyncTurnlog(Turnlog(db, owner="bench"), store_threads=store_threads, threads=max(8, concurrency))
         before = t.handoffs
         start = time.perf_counter()
         await asyncio.gather(*(lane(t, items) for items in lanes))
@@ -82,7 +82,8 @@ def run_concurrent_bench(sessions: int, turns: int, seed: int, concurrency: int,
         "bench": "turnlog-concurrent",
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count()},
-        "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed, "concurrency": len(lanes)},
+        "params": {"sessions": sessions, "turns_per_session": turns, "seed": seed, "concurrency": len(lanes),
+                   "store_threads": store_threads},
         "turns_done": len(latencies),
         "workload_wall_s": round(wall, 3),
         "turns_per_s": round(len(latencies) / wall, 2),

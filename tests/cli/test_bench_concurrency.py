@@ -29,3 +29,17 @@ def test_the_concurrent_workload_runs_every_turn_and_keeps_each_keys_order(tmp_p
 def test_a_bad_concurrency_is_a_usage_error():
     result = run("bench", "-C", "-1")
     assert result.exit_code == 2 and "--concurrency" in result.output
+
+
+def test_the_store_threads_are_chosen_and_reported():
+    result = json.loads(ok("bench", "-S", "6", "-T", "2", "-C", "3", "--store-threads", "1", "--json").stdout)
+    assert (result["turns_done"], result["params"]["store_threads"]) == (12, 1)
+    default = json.loads(ok("bench", "-S", "4", "-T", "1", "-C", "2", "--json").stdout)
+    assert default["params"]["store_threads"] == 4
+
+
+def test_store_threads_without_concurrency_or_below_one_is_a_usage_error():
+    alone = run("bench", "--store-threads", "2")
+    assert alone.exit_code == 2 and "--concurrency" in alone.output
+    zero = run("bench", "-C", "2", "--store-threads", "0")
+    assert zero.exit_code == 2 and "--store-threads" in zero.output

@@ -301,6 +301,8 @@ def _origin_of(file: Any) -> str:
               help="Keep the benchmark database here (default: a temporary folder, deleted).")
 @click.option("--concurrency", "-C", type=click.IntRange(min=0), default=0, show_default=True,
               help="Keys in flight at once through the asyncio API (0: one turn after another, the standard run).")
+@click.option("--store-threads", type=click.IntRange(min=1), default=None,
+              help="With --concurrency: how many store threads do store work at once (default 4).")
 @click.option("--metrics/--no-metrics", default=False, show_default=True,
               help="Measure the turns for a metrics scrape (needs prometheus-client), and time one scrape.")
 @click.option("--traces/--no-traces", default=False, show_default=True,
@@ -308,11 +310,14 @@ def _origin_of(file: Any) -> str:
 @click.option("--gc-mode", type=click.Choice(GC_MODES), default=GC_BETWEEN_TURNS, show_default=True,
               help="The engine's gc_mode: full garbage collections between turns, or the interpreter's own.")
 @output_options
-def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency: int, metrics: bool, traces: bool,
-          gc_mode: str, out: Output) -> None:
+def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency: int, store_threads: int | None,
+          metrics: bool, traces: bool, gc_mode: str, out: Output) -> None:
     """Run the standard gateway workload (shared/bench/WORKLOAD.md) and print its figures."""
     from ..bench import run_bench
-    from ..bench_concurrent import run_concurrent_bench
+    from ..bench_concurrent import STORE_THREADS, run_concurrent_bench
+
+    if store_threads is not None and not concurrency:
+        raise click.UsageError("--store-threads applies to the concurrent workload: give --concurrency too")
 
     show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=sessions * turns, label="turns", file=sys.stderr, hidden=not show_bar) as bar:
@@ -323,7 +328,8 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
             done[0] = n
 
         try:
-            result = (run_concurrent_bench(sessions, turns, seed, concurrency, workdir=workdir, progress=progress)
+            result = (run_concurrent_bench(sessions, turns, seed, concurrency, workdir=workdir, progress=progress,
+                                           store_threads=store_threads or STORE_THREADS)
                       if concurrency else run_bench(sessions, turns, seed, workdir=workdir, progress=progress,
                                                     metrics=metrics, traces=traces, gc_mode=gc_mode))
         except ValueError as e:
@@ -331,7 +337,8 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
     if concurrency:
         lat, engine = result["turn_latency_ms"], result["engine_ms"]
         out.record(result, lambda: out.line(
-            f"{result['turns_done']} turns on {sessions} sessions, {result['params']['concurrency']} keys in flight:"
+            f"{result['turns_done']} turns on {sessions} sessions, {result['params']['concurrency']} keys in flight"
+            f" ({result['params']['store_threads']} store threads):"
             f" {result['turns_per_s']} turns/s, turn p50 {lat['p50']} ms, p99 {lat['p99']} ms;"
             f" engine time a turn p50 {engine['p50']} ms, p99 {engine['p99']} ms"))
         return
