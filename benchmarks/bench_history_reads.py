@@ -9,19 +9,11 @@ alternated (`PYTHONPATH=/path/to/checkout`) to see what a change of the history 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import resource
 import shutil
 import time
 
 from turnlog import Turnlog
-from turnlog.bench import prepare_workload
-from turnlog.workload import assistant_text, user_text
-
-
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from turnlog.bench import prepare_workload, run_turns
 
 
 def main() -> None:
@@ -31,22 +23,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     home, db, rng, sources, order = prepare_workload(args.sessions, args.turns, args.seed, None)
-    work = [(n, index, user_text(rng, n), assistant_text(rng)) for n, index in enumerate(order)]
-    read = [0]
     try:
         with Turnlog(db, owner="bench") as t:
-            wall, cpu = time.perf_counter(), cpu_s()
-            for n, index, text, reply in work:
-                def agent(history, item, reply=reply):  # type: ignore[no-untyped-def]
-                    read[0] += len(history)
-                    return reply
-                t.handle_message(dataclasses.replace(sources[index], message_id=f"m{n}"), text, agent,
-                                 lambda sent: None)
-            wall, cpu = time.perf_counter() - wall, cpu_s() - cpu
+            wall, cpu = time.perf_counter(), time.process_time()
+            run_turns(t, sources, order, rng, lambda text: None, reads_history=True)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    print(f"S={args.sessions} T={args.turns}: {len(work) / wall:.1f} turns/s, {cpu / len(work) * 1000:.3f} ms CPU a turn,"
-          f" {read[0] / len(work):.1f} history messages a turn")
+    turns = len(order)
+    print(f"S={args.sessions} T={args.turns}: {turns / wall:.1f} turns/s, {cpu / turns * 1000:.3f} ms CPU a turn")
 
 
 if __name__ == "__main__":

@@ -75,9 +75,11 @@ def prepare_workload(sessions: int, turns: int, seed: int, workdir: str | None
 
 def run_turns(t: Turnlog, sources: list[Any], order: list[int], rng: random.Random, send: Callable[..., Any], *,
               after_turn: Callable[[], Any] | None = None, progress: Progress | None = None,
-              every: int = 100) -> list[float]:
+              every: int = 100, reads_history: bool = False) -> list[float]:
     """The workload's turns, one after another through `handle_message`; the wall time of each, in
-    seconds. `after_turn` runs outside the timing (e.g. a clock advanced); `progress` every `every` turns."""
+    seconds. `after_turn` runs outside the timing (e.g. a clock advanced); `progress` every `every` turns.
+    `reads_history`: the agent looks at every message of its history, as a real agent does (the
+    engine reads the history only for an agent that looks)."""
     latencies = []
     for n, index in enumerate(order):
         source = sources[index]
@@ -85,13 +87,21 @@ def run_turns(t: Turnlog, sources: list[Any], order: list[int], rng: random.Rand
         reply = assistant_text(rng)
         text = user_text(rng, n)
         t0 = time.perf_counter()
-        t.handle_message(source, text, lambda history, item: reply, send)
+        t.handle_message(source, text, _reading_agent(reply) if reads_history else lambda history, item: reply, send)
         latencies.append(time.perf_counter() - t0)
         if after_turn is not None:
             after_turn()
         if progress is not None and (n + 1) % every == 0:
             progress(n + 1, len(order))
     return latencies
+
+
+def _reading_agent(reply: str) -> Callable[[Any, Any], str]:
+    def agent(history: Any, item: Any) -> str:
+        for _ in history:
+            pass
+        return reply
+    return agent
 
 
 class FullCollections:

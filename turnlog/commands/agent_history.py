@@ -29,10 +29,7 @@ def read_agent_history(ctx: CommandContext, session_id: str, session: Session | 
     if session is None:
         session = ctx.session(session_id)
     edits = session.history_edits if session is not None else ()
-    messages = ctx.transcripts.messages(session_id, history_floor(edits))
-    if not edits:
-        return messages
-    return agent_history(messages, edits, lambda edit, i, m: summary_entry(session_id, edit, i, m))
+    return edited_history(session_id, ctx.transcripts.messages(session_id, history_floor(edits)), edits)
 
 
 def agent_history_of(get_events: Any, session_id: str, edits: Sequence[HistoryEdit],
@@ -40,7 +37,12 @@ def agent_history_of(get_events: Any, session_id: str, edits: Sequence[HistoryEd
     """The agent's history from the session's `edits` and its transcript up to seq `upto` (time
     travel reads a moment's edits and transcript version)."""
     floor = history_floor(edits)
-    messages = read_transcript(get_events, session_id, after=floor or None, upto=upto)
+    return edited_history(session_id, read_transcript(get_events, session_id, after=floor or None, upto=upto), edits)
+
+
+def edited_history(session_id: str, messages: list[MessageAppended], edits: Sequence[HistoryEdit]
+                   ) -> list[MessageAppended]:
+    """The transcript's messages above the history floor as the agent sees them after `edits`."""
     if not edits:
         return messages
     return agent_history(messages, edits, lambda edit, i, m: summary_entry(session_id, edit, i, m))
