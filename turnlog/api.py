@@ -216,6 +216,8 @@ class Turnlog:
         self._recorder = Recorder(self._owner, tracer_provider)
         self._ctx = CommandContext(self._app, self._clock, session_ids or hermes_session_id, self._config,
                                    read_only=read_only, recorder=self._recorder)
+        self._ctx.key_forgetters.append(self._forget_keys)
+        self._ctx.erased_keys = self._erased_keys
         self._registry: Any = None  # metrics(): made on first use
         self._routing = RoutingCommands(self._ctx)
         self._leases = LeaseCommands(self._ctx, self._owner)
@@ -873,13 +875,18 @@ class Turnlog:
         position = self._erasure.record(report.subject_hash, keys=len(keys), sessions=suspended, actor=actor,
                                         cause=cause)
         enc.keys.destroy(subject, at=self._clock.now().isoformat())
-        enc.sealer.forget()
-        self._ctx.cache.clear()
-        self._ctx.transcripts.clear()
+        self._ctx.forget_erased()
         encryption_setup.purge_snapshots(self._app)
         self.maintenance.rebuild(progress=progress)
         self._projections.scrub()
         return replace(report, sessions=suspended, position=position)
+
+    def _erased_keys(self) -> int | None:
+        return self._encryption.keys.erased() if self._encryption is not None else None
+
+    def _forget_keys(self) -> None:
+        if self._encryption is not None:
+            self._encryption.sealer.forget()
 
     def _session_subject(self, session_id: str) -> str | None:
         """The subject of a session, from its first event (its origin): for sealing its later

@@ -69,6 +69,10 @@ class EngineConfig:
     # Text batching (domain/batching.py), off unless platforms are named: with it, handle_message only
     # accepts a text and the gateway runs the merged burst with Turnlog.run_due_batches on a timer.
     text_batching: TextBatching = field(default_factory=TextBatching)
+    # How often, at most, a running gateway looks for erases made by other processes (their data
+    # keys destroyed), to forget the keys and cached transcripts it holds: seconds; 0: at every read
+    # of an agent's history, which is when cached words would reach an agent.
+    erasure_check_s: float = 1.0
     # How long a gateway boot counts as alive after its last heartbeat (renewed every third of it).
     heartbeat_ttl_s: float = field(
         default_factory=lambda: _float_env("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S))
@@ -118,6 +122,8 @@ class EngineConfig:
                              f" got {self.compression_mode!r}")
         if not isinstance(self.retention, Retention):
             raise ValueError(f"retention must be a Retention, got {self.retention!r}")
+        if not isinstance(self.erasure_check_s, (int, float)) or self.erasure_check_s < 0:
+            raise ValueError(f"erasure_check_s must be a number of seconds, 0 or more, got {self.erasure_check_s!r}")
         if self.gc_mode not in GC_MODES:
             raise ValueError(f"gc_mode must be one of {', '.join(GC_MODES)}, got {self.gc_mode!r}")
         if self.summariser is not None and not callable(self.summariser):

@@ -29,6 +29,7 @@ def read_agent_history(ctx: CommandContext, session_id: str, session: Session | 
     if session is None:
         session = ctx.session(session_id)
     edits = session.history_edits if session is not None else ()
+    ctx.notice_erasures()  # an erase elsewhere: the copy may hold its words
     return edited_history(session_id, ctx.transcripts.messages(session_id, history_floor(edits)), edits)
 
 

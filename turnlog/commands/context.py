@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, TypeVar
 from uuid import UUID
 
@@ -17,6 +18,7 @@ from ..domain.key_settings import KEY_SETTINGS_ID, KeySettings, KeySettingsChang
 from ..domain.session import Session, change_reason, session_stream
 from ..errors import ConflictError, ReadOnlyDatabase
 from ..storage.aggregates import AggregateCache
+from ..storage.erased_keys import KeyErased
 from ..storage.group_commit import GroupCommit
 from ..storage.group_commit import giving_back as giving_back  # for the asyncio API, which may not import storage
 from ..storage.store import TurnlogApplication
@@ -48,11 +50,39 @@ class CommandContext:
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
     session_listeners: list[SessionListener] = field(default_factory=list)
     recorder: Recorder = field(default_factory=lambda: Recorder(""))  # what this process measures
+    key_forgetters: list[Callable[[], object]] = field(default_factory=list)  # the sealer's (api.Turnlog)
+    # How many data keys the log holds erased, None for an unencrypted log (api.Turnlog): notice_erasures.
+    erased_keys: Callable[[], int | None] = lambda: None
+    erasures_seen: int | None = field(default=None, init=False)
+    erasures_looked_at: datetime | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.cache = AggregateCache(self.app)
         self.transcripts = TranscriptCache(self.app.events.get)
         self.commits = GroupCommit(self.app)
+
+    def forget_erased(self) -> None:
+        """Another process erased a subject whose key this one still held (storage/erased_keys.py):
+        forget every key, aggregate and transcript this process holds, so that what it seals next is
+        sealed under the subject's new key and what it reads shows the erasure."""
+        for forget in self.key_forgetters:
+            forget()
+        self.cache.clear()
+        self.transcripts.clear()
+
+    def notice_erasures(self) -> None:
+        """Forget what this process holds (forget_erased) when a subject was erased since the last
+        look, by any process; looks at most every `config.erasure_check_s`. The first look only
+        counts: what was cached before it is what the fence of storage/erased_keys.py guards."""
+        now = self.clock.now()
+        last = self.erasures_looked_at
+        if last is not None and (now - last).total_seconds() < self.config.erasure_check_s:
+            return
+        self.erasures_looked_at = now
+        erased = self.erased_keys()
+        if erased is not None and self.erasures_seen is not None and erased != self.erasures_seen:
+            self.forget_erased()
+        self.erasures_seen = erased
 
     def get(self, aggregate_id: UUID, fresh: bool = True) -> Any | None:
         """fresh=False only where a save of this aggregate follows (see AggregateCache)."""
@@ -88,7 +118,9 @@ class CommandContext:
                 recordings = self.app.save(*items, **recorder_options)
             else:
                 recordings = self.commits.save(items)
-        except IntegrityError:
+        except IntegrityError as e:
+            if isinstance(e, KeyErased):
+                self.forget_erased()
             for item in items:
                 if isinstance(item, Aggregate):
                     self.cache.forget(item.id)

@@ -182,7 +182,13 @@ class KeyTables:
              f" wrapped {self.blob}, created_at TEXT NOT NULL, erased_at TEXT)", ()),
             (f"CREATE UNIQUE INDEX IF NOT EXISTS {DATA_KEYS}_live ON {DATA_KEYS} (subject_hash)"
              " WHERE erased_at IS NULL", ()),
+            *self.erased_index(),
         ]
+
+    def erased_index(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """The index that counts erased keys by reading only them (KeyStore.erased)."""
+        return [(f"CREATE INDEX IF NOT EXISTS {DATA_KEYS}_erased ON {DATA_KEYS} (erased_at)"
+                 " WHERE erased_at IS NOT NULL", ())]
 
     def marker(self) -> Marker | None:
         if not self.exists():
@@ -273,6 +279,10 @@ class KeyStore:
         with self._lock:
             _put(self._by_id, key_id, key)
         return key
+
+    def erased(self) -> int:
+        """How many data keys are erased: a number that grows with every erase, whichever process made it."""
+        return int(self.tables.rows(f"SELECT count(*) FROM {DATA_KEYS} WHERE erased_at IS NOT NULL")[0][0])
 
     def live_keys(self, subject: str) -> list[str]:
         return [r[0] for r in self.tables.rows(f"SELECT key_id FROM {DATA_KEYS} WHERE subject_hash = ?"

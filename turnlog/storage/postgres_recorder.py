@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
+
+from .erased_keys import ERASED, KeyErased, sealing_keys
+from .keys import DATA_KEYS
 
 
 class OneTripRecorder(PostgresApplicationRecorder):
@@ -40,6 +43,26 @@ class OneTripRecorder(PostgresApplicationRecorder):
         self.insert_in_one_trip = SQL("SELECT * FROM {schema}.{function}((%s))").format(schema=schema,
                                                                                       function=function)
         self.returned_column = f"turnlog_insert_events_{datastore.originator_id_type}"
+        # The same for events with sealed fields, refused if a key that sealed them is erased
+        # (erased_keys.py): the key rows are share-locked first, so an erase's UPDATE of them
+        # and this insert are ordered. The key table is named as the key store names it
+        # (the connection's search_path), and exists whenever a key has sealed anything.
+        sealed = Identifier(f"turnlog_insert_sealed_events_{datastore.originator_id_type}")
+        self.sql_create_statements.append(SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{function}(events {schema}.{event}[], key_ids text[])"
+            " RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ BEGIN"
+            " SET LOCAL lock_timeout = '{lock_timeout}s';"
+            " PERFORM 1 FROM {keys} WHERE key_id = ANY(key_ids) FOR SHARE;"
+            " IF EXISTS (SELECT 1 FROM {keys} WHERE key_id = ANY(key_ids) AND wrapped IS NULL) THEN"
+            " RAISE EXCEPTION USING ERRCODE = 'check_violation', MESSAGE = {erased}; END IF;"
+            " RETURN QUERY SELECT * FROM {schema}.{plain}(events);"
+            " END; $BODY$"
+        ).format(schema=schema, function=sealed, event=Identifier(self.stored_event_type_name),
+                 lock_timeout=datastore.lock_timeout, keys=Identifier(DATA_KEYS), erased=Literal(ERASED),
+                 plain=function))
+        self.insert_sealed_in_one_trip = SQL("SELECT * FROM {schema}.{function}((%s), (%s))").format(
+            schema=schema, function=sealed)
+        self.returned_sealed_column = f"turnlog_insert_sealed_events_{datastore.originator_id_type}"
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as the library's own insert
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
@@ -47,6 +70,15 @@ class OneTripRecorder(PostgresApplicationRecorder):
             return super().insert_events(stored_events, **kwargs)
         rows = [self.construct_pg_stored_event(originator_id=e.originator_id, originator_version=e.originator_version,
                                                topic=e.topic, state=e.state) for e in stored_events]
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.insert_in_one_trip, (rows,), prepare=True)
-            return [row[self.returned_column] for row in curs.fetchall()]
+        key_ids = sealing_keys(stored_events)
+        try:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                if key_ids:
+                    curs.execute(self.insert_sealed_in_one_trip, (rows, key_ids), prepare=True)
+                    return [row[self.returned_sealed_column] for row in curs.fetchall()]
+                curs.execute(self.insert_in_one_trip, (rows,), prepare=True)
+                return [row[self.returned_column] for row in curs.fetchall()]
+        except IntegrityError as e:
+            if ERASED in str(e):
+                raise KeyErased(f"{e}: nothing was written") from e
+            raise

@@ -25,6 +25,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQ
 
 from ..domain.chain import GENESIS, as_hex, link, matches, seal_of
 from .checkpointer import WRITER_AUTOCHECKPOINT_PAGES, WalCheckpointer, background_checkpoints
+from .erased_keys import refuse_erased, sealing_keys
 from ..errors import ChainBroken, ConflictError
 
 CHAIN_TABLES = (
@@ -145,6 +146,7 @@ class SealingRecorder(SQLiteApplicationRecorder):
         positions = self._append_rows(c, stored_events)
         if not positions:
             return positions
+        refuse_erased(c, sealing_keys(stored_events))  # after the insert: the write lock is held
         first = positions[0]
         if self._sealed_from is None:
             for statement in CHAIN_TABLES:

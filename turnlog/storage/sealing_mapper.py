@@ -28,6 +28,7 @@ from eventsourcing.utils import get_topic, resolve_topic
 
 from ..domain.sealing import (BINDS, SEALED, SEALED_TAG, SEALED_VALUE, SNAPSHOTS, SUBJECTS, UNATTRIBUTED, is_sealed,
                               kind_of, sealed, stand_in, subject_of)
+from .erased_keys import SealedStoredEvent
 from .keys import NONCE_BYTES, KeyStore
 from .sealed_compression import grow, shrink
 
@@ -90,8 +91,9 @@ class Sealer:
 
     # -- sealing ------------------------------------------------------------------------------
 
-    def seal(self, topic: str, stream: Any, state: dict[str, Any], snapshot: bool) -> None:
-        """Seal the listed fields of a stored event's state, in place (the state is the mapper's copy)."""
+    def seal(self, topic: str, stream: Any, state: dict[str, Any], snapshot: bool) -> str | None:
+        """Seal the listed fields of a stored event's state, in place (the state is the mapper's copy);
+        returns the id of the data key that sealed them (None: the event has none to seal)."""
         paths: tuple[str, ...]
         if snapshot:
             paths, subject = _SNAPSHOT_PATHS, SNAPSHOTS
@@ -99,7 +101,7 @@ class Sealer:
             paths = SEALED.get(topic, ())
             binds = BINDS.get(topic, ())
             if not paths and not binds:
-                return
+                return None
             subject = self.subject(topic, stream, state)
             for bind in binds:
                 if bind == "stream":
@@ -109,7 +111,7 @@ class Sealer:
                     if state.get(field) is not None:
                         self._bind(f"{kind}:{state[field]}", subject)
             if not paths:
-                return
+                return None
         key_id, key = self.keys.key_for(subject)
 
         def lock(value: Any) -> Any:
@@ -123,6 +125,7 @@ class Sealer:
             return sealed(key_id, form + base64.b64encode(blob).decode())
 
         _apply(state, paths, lock, copy=True)
+        return key_id
 
     def unseal(self, topic: str, state: dict[str, Any], snapshot: bool | None = None) -> None:
         """Open the sealed fields of a decoded state, in place; an erased key's read as stand-ins."""
@@ -205,12 +208,15 @@ class SealingMapper(Mapper[UUID]):
         class_version = getattr(cls, "class_version", 1)
         if class_version > 1:
             event_state["class_version"] = class_version
-        sealer.seal(topic, originator_id, event_state, isinstance(domain_event, CanSnapshotAggregate))
+        key_id = sealer.seal(topic, originator_id, event_state, isinstance(domain_event, CanSnapshotAggregate))
         stored_state = self.transcoder.encode(event_state)
         if self.compressor:
             stored_state = self.compressor.compress(stored_state)
         if self.cipher:
             stored_state = self.cipher.encrypt(stored_state)
+        if key_id is not None:  # the recorder refuses it if that key is erased meanwhile (erased_keys.py)
+            return SealedStoredEvent(originator_id=originator_id, originator_version=originator_version, topic=topic,
+                                     state=stored_state, key_id=key_id)
         return StoredEvent(originator_id=originator_id, originator_version=originator_version, topic=topic,
                            state=stored_state)
 
