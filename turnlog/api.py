@@ -242,6 +242,7 @@ class Turnlog:
              SearchProjection(), DelegationsProjection(), CountsProjection()],
             read_only=read_only, backend=self._backend,
         )
+        self._projections.before_refill = self._ctx.forget_erased
         self._chain = (ChainSealer(self._app, self._projections.db) if not read_only
                        else _read_only_chain(self._app, self._projections))
         self.maintenance = Maintenance(self._projections, self._chain, read_only=read_only,
@@ -851,8 +852,9 @@ class Turnlog:
 
     def erase_subject(self, subject: str, *, actor: str, cause: str, dry_run: bool = False,
                       progress: Callable[[int, int], None] | None = None) -> EraseReport:
-        """Forget a subject (`PLATFORM:USER_ID`): destroy its data keys, record SubjectErased
-        (its keyed hash, never the id), suspend its sessions (its next message starts a new one),
+        """Forget a subject (`PLATFORM:USER_ID`): suspend its sessions (its next message starts a new
+        one), destroy its data keys, record SubjectErased (its keyed hash, never the id; other
+        processes refill their read models when they read it),
         drop the snapshots and rebuild every read model, then zero the freed pages and checkpoint
         the write-ahead log. Every reader then shows "[erased]" for its words and ids.
         `dry_run`: only what would be done; `progress(done, total)`: the rebuild's. docs/operations.md
@@ -872,10 +874,12 @@ class Turnlog:
         if dry_run:
             return report
         suspended = self._erasure.suspend(sessions, actor=actor, cause=cause)
-        position = self._erasure.record(report.subject_hash, keys=len(keys), sessions=suspended, actor=actor,
-                                        cause=cause)
+        # The keys go before the record: a process that reads SubjectErased refills its read
+        # models from the log (projections/runner.py), and must find them gone by then.
         enc.keys.destroy(subject, at=self._clock.now().isoformat())
         self._ctx.forget_erased()
+        position = self._erasure.record(report.subject_hash, keys=len(keys), sessions=suspended, actor=actor,
+                                        cause=cause)
         encryption_setup.purge_snapshots(self._app)
         self.maintenance.rebuild(progress=progress)
         self._projections.scrub()

@@ -60,15 +60,22 @@ def test_a_postgresql_log_without_a_given_key_is_not_encrypted(pg, tmp_path):
         assert t.key_fingerprint is None
 
 
-def test_words_a_gateway_takes_after_another_erased_their_subject_are_kept_on_postgresql(pg, tmp_path):
+def test_another_nodes_words_after_an_erase_are_kept_and_its_read_models_refilled_on_postgresql(pg, tmp_path):
     url = create_database(pg, "erase_elsewhere_pg")
     key, ids = os.urandom(32), SequentialIds()
     options = dict(clock=ManualClock(), session_ids=ids, master_key=key)
     with Turnlog(url, views=str(tmp_path / "a.db"), owner="gateway-a", **options) as a, \
             Turnlog(url, views=str(tmp_path / "b.db"), owner="gateway-b", **options) as b:
         first = b.handle_message(alice("m1"), PHRASE, echo, collect([]))[0]  # b now holds the subject's key
+        assert b.search("quince")  # in b's own read models
         a.erase_subject("telegram:42", actor="operator", cause="erase request")
         after = b.handle_message(alice("m2"), "later words", echo, collect([]))[0]
+        # b's read models, a file a's erase did not touch, were refilled when b read the erase
+        assert b.search("quince") == [] and b.search("later")
+        assert [m["content"] for m in b.transcript(first.session_id)] == ["[erased]", "[erased]"]
+    for views in ("a.db", "b.db"):
+        local = b"".join(open(p, "rb").read() for p in glob.glob(str(tmp_path / views) + "*") if os.path.isfile(p))
+        assert PHRASE.encode() not in local, views
     with Turnlog(url, views=str(tmp_path / "reader.db"), master_key=key) as reader:
         assert [m["content"] for m in reader.transcript(after.session_id)] == ["later words", "re: later words"]
         assert [m["content"] for m in reader.transcript(first.session_id)] == ["[erased]", "[erased]"]

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from eventsourcing.application import Application
 
 from ..domain.archive import LOG_RESHAPING_TOPICS
+from ..domain.erasure import SubjectErased
 from ..errors import ProjectionCorrupt, ReadOnlyDatabase, StoreError, UnreadableEvent
 from ..gc_pause import cyclic_gc_paused
 from .base import POSITIONS_TABLE, REBUILD_SUFFIX, REBUILDS_TABLE, Projection, Tables
@@ -41,6 +42,8 @@ from ..storage.backend import Backend
 from ..storage.log import LogReader, Row
 
 BATCH = 5000
+# The events after which a catch-up refills every read model from the log instead of applying them.
+REFILLED_AFTER = (*LOG_RESHAPING_TOPICS, SubjectErased.TOPIC)
 VERSIONS_TABLE = "projection_versions"  # a projection with a `version` is refilled when it changes
 
 
@@ -64,6 +67,8 @@ class ProjectionRunner:
         self._repaired: set[str] = set()
         self._live = Target(self.db, "", POSITIONS_TABLE)
         self._rebuild = Rebuild(self)
+        # What the owner forgets before a refill after REFILLED_AFTER (api.Turnlog: its keys and caches).
+        self.before_refill: Callable[[], object] = lambda: None
         if not read_only:
             self._ensure_schema()
 
@@ -205,12 +210,16 @@ class ProjectionRunner:
                 return applied
             if not reshaped:
                 reshaped = True
-                if self.log.read(min(positions.get(n, 0) for n in behind), target, 1, LOG_RESHAPING_TOPICS):
+                if self.log.read(min(positions.get(n, 0) for n in behind), target, 1, REFILLED_AFTER):
                     # An archive took rows out of the log, or a restore put them back behind every
-                    # read model's position: refill them all from the log (blue/green) instead.
+                    # read model's position, or another process erased a subject whose words these
+                    # read models hold: refill them all from the log (blue/green) instead, with what
+                    # this process holds in memory forgotten first, and zero the freed pages.
+                    self.before_refill()
                     for name in self.projections:
                         self._rebuild.discard(name)
                     applied += self.rebuild()
+                    self.scrub()
                     kept.clear()
                     continue
             applied += self.run_pass(self._live, behind, positions, target, kept=kept)
