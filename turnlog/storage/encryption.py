@@ -52,7 +52,8 @@ def key_path_of(backend: Any) -> str | None:
 
 
 def tables_of(app: Any, backend: Any) -> KeyTables:
-    return KeyTables(app.recorder.datastore, "postgres" if isinstance(backend, PostgresBackend) else "sqlite")
+    return KeyTables(app.recorder.datastore, "postgres" if isinstance(backend, PostgresBackend) else "sqlite",
+                     app.recorder.events_table_name)
 
 
 def _check(marker_fp: str, key: bytes | None, source: str, display: str, key_path: str | None) -> bytes:

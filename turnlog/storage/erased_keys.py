@@ -8,9 +8,9 @@ recorded and lost. So an event stored with sealed fields names the key that seal
 it holds the write lock, that none of those keys is erased. If one is, the whole write is refused
 (`KeyErased`, an IntegrityError, so the command runs again from fresh state, as after a conflict),
 and the command layer forgets this process's keys and caches first, so the retry seals under the
-subject's new key. On PostgreSQL the check takes a share lock on the key rows: an erase's UPDATE of
-them waits for the write to commit (the write is then erased with the rest), or the write sees the
-erase.
+subject's new key. The destruction of keys takes the same write lock (on SQLite every write
+transaction does; on PostgreSQL it locks the events table as the insert does), so a write either
+commits before it (and is erased with the rest) or sees it.
 """
 
 from __future__ import annotations
@@ -42,12 +42,10 @@ def sealing_keys(stored_events: Sequence[StoredEvent]) -> list[str]:
     return list(dict.fromkeys(e.key_id for e in stored_events if isinstance(e, SealedStoredEvent)))
 
 
-def refuse_erased(cursor: Any, key_ids: list[str]) -> None:
-    """Raise KeyErased if any of these keys is erased (SQLite: the cursor of the write transaction)."""
-    if not key_ids:
-        return
-    cursor.execute(f"SELECT key_id FROM {DATA_KEYS} WHERE wrapped IS NULL AND key_id IN"
-                   f" ({','.join('?' * len(key_ids))})", key_ids)
-    erased = [row[0] for row in cursor.fetchall()]
-    if erased:
-        raise KeyErased(f"{ERASED} ({', '.join(erased)}): nothing was written")
+def erased_among(key_ids: list[str]) -> str:
+    """An SQLite expression: how many of these keys (bound as its parameters) are erased."""
+    return f"(SELECT count(*) FROM {DATA_KEYS} WHERE wrapped IS NULL AND key_id IN ({','.join('?' * len(key_ids))}))"
+
+
+def refused(key_ids: list[str]) -> KeyErased:
+    return KeyErased(f"{ERASED} ({', '.join(key_ids)} among them): nothing was written")

@@ -149,9 +149,10 @@ class Marker:
 class KeyTables:
     """The key tables through the log's own datastore (the library's SQLite or PostgreSQL pool)."""
 
-    def __init__(self, datastore: Any, dialect: str) -> None:
+    def __init__(self, datastore: Any, dialect: str, events_table: str = "stored_events") -> None:
         self.datastore = datastore
         self.dialect = dialect
+        self.events_table = events_table
         self.blob = "BYTEA" if dialect == "postgres" else "BLOB"
 
     def _sql(self, sql: str) -> str:
@@ -162,7 +163,11 @@ class KeyTables:
             c.execute(self._sql(sql), params)
             return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in c.fetchall()]
 
-    def write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+    def write(self, statements: list[tuple[str, tuple[Any, ...]]], *, ordered_with_writes: bool = False) -> None:
+        """`ordered_with_writes`: under the events table's write lock, so that no write of events runs
+        beside it (PostgreSQL; on SQLite every write transaction is alone already): erased_keys.py."""
+        if ordered_with_writes and self.dialect == "postgres":
+            statements = [(f"LOCK TABLE {self.events_table} IN EXCLUSIVE MODE", ()), *statements]
         with self.datastore.transaction(commit=True) as c:
             for sql, params in statements:
                 c.execute(self._sql(sql), params)
@@ -293,7 +298,7 @@ class KeyStore:
         key_ids = self.live_keys(subject)
         if key_ids:
             self.tables.write([(f"UPDATE {DATA_KEYS} SET wrapped = NULL, erased_at = ? WHERE key_id = ?", (at, k))
-                               for k in key_ids])
+                               for k in key_ids], ordered_with_writes=True)
         self.forget()
         return key_ids
 

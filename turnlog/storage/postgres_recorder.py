@@ -44,21 +44,22 @@ class OneTripRecorder(PostgresApplicationRecorder):
                                                                                       function=function)
         self.returned_column = f"turnlog_insert_events_{datastore.originator_id_type}"
         # The same for events with sealed fields, refused if a key that sealed them is erased
-        # (erased_keys.py): the key rows are share-locked first, so an erase's UPDATE of them
-        # and this insert are ordered. The key table is named as the key store names it
-        # (the connection's search_path), and exists whenever a key has sealed anything.
+        # (erased_keys.py). The check runs under the table lock, which an erase's destruction of
+        # keys takes too (keys.py), so the two are ordered without locking the key rows. The key
+        # table is named as the key store names it (the connection's search_path); it exists
+        # whenever a key has sealed anything.
         sealed = Identifier(f"turnlog_insert_sealed_events_{datastore.originator_id_type}")
         self.sql_create_statements.append(SQL(
             "CREATE OR REPLACE FUNCTION {schema}.{function}(events {schema}.{event}[], key_ids text[])"
             " RETURNS SETOF bigint LANGUAGE plpgsql AS $BODY$ BEGIN"
             " SET LOCAL lock_timeout = '{lock_timeout}s';"
-            " PERFORM 1 FROM {keys} WHERE key_id = ANY(key_ids) FOR SHARE;"
+            " LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;"
             " IF EXISTS (SELECT 1 FROM {keys} WHERE key_id = ANY(key_ids) AND wrapped IS NULL) THEN"
             " RAISE EXCEPTION USING ERRCODE = 'check_violation', MESSAGE = {erased}; END IF;"
             " RETURN QUERY SELECT * FROM {schema}.{plain}(events);"
             " END; $BODY$"
         ).format(schema=schema, function=sealed, event=Identifier(self.stored_event_type_name),
-                 lock_timeout=datastore.lock_timeout, keys=Identifier(DATA_KEYS), erased=Literal(ERASED),
+                 lock_timeout=datastore.lock_timeout, table=table, keys=Identifier(DATA_KEYS), erased=Literal(ERASED),
                  plain=function))
         self.insert_sealed_in_one_trip = SQL("SELECT * FROM {schema}.{function}((%s), (%s))").format(
             schema=schema, function=sealed)

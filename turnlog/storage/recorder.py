@@ -25,7 +25,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteConnection, SQ
 
 from ..domain.chain import GENESIS, as_hex, link, matches, seal_of
 from .checkpointer import WRITER_AUTOCHECKPOINT_PAGES, WalCheckpointer, background_checkpoints
-from .erased_keys import refuse_erased, sealing_keys
+from .erased_keys import erased_among, refused, sealing_keys
 from ..errors import ChainBroken, ConflictError
 
 CHAIN_TABLES = (
@@ -146,7 +146,6 @@ class SealingRecorder(SQLiteApplicationRecorder):
         positions = self._append_rows(c, stored_events)
         if not positions:
             return positions
-        refuse_erased(c, sealing_keys(stored_events))  # after the insert: the write lock is held
         first = positions[0]
         if self._sealed_from is None:
             for statement in CHAIN_TABLES:
@@ -170,14 +169,22 @@ class SealingRecorder(SQLiteApplicationRecorder):
     def _append_rows(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent]) -> list[int]:
         """Insert the events in one statement and return their positions: under the write lock a
         rowid table gives one statement's rows consecutive rowids, so the last one says them all
-        (the library's own insert runs a statement per event to read each rowid)."""
+        (the library's own insert runs a statement per event to read each rowid). Refused
+        (KeyErased) if a data key that sealed them is erased."""
         if not stored_events:
             return []
         c.executemany(self.insert_events_statement,
                       [(s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
                         s.originator_version, s.topic, s.state) for s in stored_events])
-        c.execute("SELECT last_insert_rowid()")
-        last = int(c.fetchone()[0])
+        key_ids = sealing_keys(stored_events)
+        if not key_ids:
+            c.execute("SELECT last_insert_rowid()")
+            last = int(c.fetchone()[0])
+        else:  # after the insert, the write lock held: is a key that sealed them erased (erased_keys.py)?
+            c.execute(f"SELECT last_insert_rowid(), {erased_among(key_ids)}", key_ids)
+            last, erased = c.fetchone()
+            if erased:
+                raise refused(key_ids)
         return list(range(last - len(stored_events) + 1, last + 1))
 
     # -- archiving: rows leave the log, or come back, in the transaction of the event that says so --
