@@ -20,7 +20,7 @@ from harness.checker import check
 from turnlog import Turnlog
 
 KEYS = 8
-MESSAGES = 6
+MESSAGES = 12  # enough turns that even a starved run shares well over 12 group commits
 
 GATEWAY = """
 import asyncio, itertools, os
