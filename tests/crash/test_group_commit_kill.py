@@ -4,8 +4,10 @@ transaction or right after its commit (before any member's thread has sent or ac
 it saved), then restarted on the same log to finish its work.
 
 The kill point is chosen by the environment (KILL_AFTER_GROUP, KILL_POINT; or KILL_AT_WRITE, the
-n-th write transaction of any kind), so each case is deterministic. The kill -9 harness's checker judges the result from the log and the fake
-platform's send file: no accepted message lost (each answered once), no reply sent twice or
+n-th write transaction of any kind), so each case is deterministic: while the keys run, each lone
+commit waits for two saves to queue behind it, so group commits come for certain, not by the
+chance of overlapping saves. The kill -9 harness's checker judges the result from the log and
+the fake platform's send file: no accepted message lost (each answered once), no reply sent twice or
 sent at all without the delivery ledger recording its attempt, nothing owed or held at the end.
 """
 
@@ -20,7 +22,7 @@ from harness.checker import check
 from turnlog import Turnlog
 
 KEYS = 8
-MESSAGES = 12  # enough turns that even a starved run shares well over 12 group commits
+MESSAGES = 6  # 48 turns of 3 saves, lone commits each followed by a group: at least 144 / 9 = 16 groups
 
 GATEWAY = """
 import asyncio, itertools, os
@@ -68,6 +70,8 @@ async def main():
     for src in t.pending_inbound():
         await at.run_pending(src, agent, sender(src))
     accepted = {{e.message_id for e in events(t, "InboundAccepted", "InboundRejected")}}
+    if os.environ.get("KILL_AFTER_GROUP"):
+        kit.line_up_groups(t)
     await asyncio.gather(*(lane(at, key, accepted) for key in range(KEYS)))
     clean = await at.drain("shutdown", 5.0)
     print("clean" if clean else "drain timed out", flush=True)

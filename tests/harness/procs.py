@@ -6,7 +6,8 @@ ManualClock at the time the parent chose, so several boots are as far apart as t
 blocks until the kill, and `kit.kill_after_save(t, predicate)` makes the process SIGKILL itself
 right after committing a save that `predicate` picks (a crash between two commits);
 `kill_before_save` just before it, `kill_in_transaction` inside its transaction before the commit;
-`kill_in_group` at the k-th transaction that group commit shares between several saves,
+`kill_in_group` at the k-th transaction that group commit shares between several saves (with
+`line_up_groups` making such transactions certain rather than chance overlaps),
 `kill_at_write` inside the n-th write transaction of any kind.
 """
 
@@ -28,6 +29,7 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 CHILD_TIMEOUT_S = 60.0
+LINE_UP_S = 5.0  # a bound on a lone save's wait for others to queue behind it; reached only when none come
 
 
 def child_env() -> dict[str, str]:
@@ -147,6 +149,28 @@ class Kit:
             return positions
         app.put_group = grouped
         recorder._insert_events = inserting
+
+    def line_up_groups(self, t: Any, behind: int = 2) -> None:
+        """From now on, a save that group commit is about to write alone first waits until `behind`
+        other saves are queued behind it (or LINE_UP_S), so the transaction after it is a group:
+        with several keys in flight, each lone commit is followed by a group commit for certain."""
+        commits = t.ctx.commits
+        group_save, app_save = commits.save, t.app.save
+        within = threading.local()
+
+        def save(items: Any) -> Any:
+            within.depth = getattr(within, "depth", 0) + 1
+            try:
+                return group_save(items)
+            finally:
+                within.depth -= 1
+
+        def save_alone(*items: Any, **kwargs: Any) -> Any:
+            if getattr(within, "depth", 0):  # group commit's own lone write, not another caller's
+                commits.wait_queued(behind, LINE_UP_S)
+            return app_save(*items, **kwargs)
+        commits.save = save
+        t.app.save = save_alone
 
 
 _BOOT = """
