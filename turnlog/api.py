@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
-import time
 import uuid as _uuid
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 from uuid import UUID
@@ -19,7 +18,7 @@ from .commands.batching import BatchCommands
 from .commands.command_replies import CommandReplies
 from .commands.compaction import Compaction, CompactionCommands
 from .commands.context import CommandContext
-from .commands.delivery import Attempt, DeliveryCommands, Sender
+from .commands.delivery import DeliveryCommands, Sender
 from .commands.delegations import DelegationCommands, StopHook
 from .commands.fork import ForkCommands
 from .commands.branch import BranchCommands
@@ -39,19 +38,15 @@ from .commands.runner import TurnRunner
 from .commands.recorder import Recorder
 from .commands.senders import require_sender
 from .commands.slash import CommandResult, SlashCommands
-from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
+from .commands.lease import LeaseCommands
 from .commands.message_fates import MessageFate, message_fates
 from .commands.turn import Responder, RunningTurns, TurnOutcome, TurnParts
 from .storage import backend as storage_backend
-from .storage import backup as backups, dbfile, log_copy, reclaim
+from .storage import backup as backups, reclaim
 from .storage.reclaim import Reclaimed
-from .domain.retention import Retention, parse_duration
-from .storage import backup as backups, log_copy
 from .storage import encryption as encryption_setup
 from .storage.keys import MasterKey, asked_once
 from .commands.erasure import EraseCommands
-from .domain.sealing import parse_subject, subject_of
-from .domain.session import session_stream
 from .storage.backup import BackupReport, RestoreReport
 from .storage.log_copy import CopyReport
 from .turn_operations import TurnOperations
@@ -61,18 +56,18 @@ from .domain.transcript import transcript_id
 from .projections.usage import usage_of
 from .export import export_lineage, export_session
 from .hermes.exporter import ExportReport, export_home
+from .hermes.routing_map import routing_map
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, ChainBroken, InvalidRequest, KeySettingsIgnored, NotFound, ReadOnlyDatabase
+from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound
 from .domain.key_settings import KeySettings
-from .domain.collisions import refuse_colliding_keys
 from .domain.source import quoted
 from .domain.inbox import HUMAN, item_with_text
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
 from .projections.timeline import TimelineProjection
-from .storage.chain import ChainBreak, ChainReport, ChainSealer
+from .storage.chain import ChainSealer
 from .projections.route_history import RouteHistoryProjection
 from .projections.summaries import summarize
 from .projections.ledger import LedgerProjection
@@ -90,17 +85,13 @@ from .projections.search_hit import SearchHit
 from .gateway_status import BootSummary, GatewayStatus, ResumePendingSession, boot_summaries, gateway_status
 from .projections.search import SearchProjection
 from .maintenance import Maintenance
+from .data_lifecycle import DataLifecycle, EncryptionReport, EraseReport
+from .deprecated_names import DeprecatedNames
 from .metrics import LogCounts, ProjectionLag, registry as metrics_registry
 from .projections.views import COMMAND_READ_MODELS, Views
 
 DEFAULT_DB = "turnlog.db"
 CLOSE_WAIT_S = 5.0
-
-_ROUTING_JSON_README = (
-    "Routing map exported by turnlog from its event log (sessions.json-compatible). "
-    "Keys starting with '_' are not routes."
-)
-
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -118,54 +109,7 @@ class HistoryEntry:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
-class EncryptionReport:
-    """A database's encryption at rest: the master key's `fingerprint`, where the key came from
-    (`key_source`: callable, env, file; `key_file` its path), `since` the first log position
-    written sealed, and after a rotation how many data keys were `rewrapped` and the
-    `previous_fingerprint`."""
-    fingerprint: str
-    key_source: str
-    key_file: str | None
-    since: int
-    rewrapped: int = 0
-    previous_fingerprint: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class EraseReport:
-    """An erase (or its `dry_run`): the subject's keyed hash (never its id), how many data `keys`
-    were destroyed, the `sessions` suspended, the SubjectErased event's `position`, and
-    `plaintext_before`: the log positions written before the database was encrypted, which
-    erase cannot reach (0 for a database encrypted from birth)."""
-    subject_hash: str
-    keys: int
-    sessions: list[str]
-    dry_run: bool
-    plaintext_before: int
-    position: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-class _Moved:
-    """An attribute of Turnlog that was public before: reading it warns, then gives `_<name>`."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        if obj is None:
-            return self
-        _deprecated(f"Turnlog.{self.name}", "a public method (it is private now)")
-        return getattr(obj, f"_{self.name}")
-
-
-class Turnlog:
+class Turnlog(DeprecatedNames):
     """One gateway's session engine on one event log.
 
     Thread-safe: share one instance between the threads of a process. Several processes may open
@@ -200,24 +144,20 @@ class Turnlog:
                                                                         create_missing=create and not read_only)
         self._config = config or EngineConfig()
         self._clock = clock or SystemClock()
-        self._master_key = master_key = asked_once(master_key)
+        master_key = asked_once(master_key)
         encryption_setup.refuse_without_key(self._backend, master_key)
         self._app = self._backend.open_application()
         try:
-            self._encryption = encryption_setup.attach(self._app, self._backend, master_key, read_only=read_only,
-                                                       enable=encryption)
+            attached = encryption_setup.attach(self._app, self._backend, master_key, read_only=read_only,
+                                               enable=encryption)
         except BaseException:
             self._app.close()
             raise
-        if self._encryption is not None:
-            self._encryption.sealer.session_subject = self._session_subject
         # Who this process is in leases and delivery attempts: unique per open, readable in audits.
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{_uuid.uuid4().hex[:8]}"
         self._recorder = Recorder(self._owner, tracer_provider)
         self._ctx = CommandContext(self._app, self._clock, session_ids or hermes_session_id, self._config,
                                    read_only=read_only, recorder=self._recorder)
-        self._ctx.key_forgetters.append(self._forget_keys)
-        self._ctx.erased_keys = self._erased_keys
         self._registry: Any = None  # metrics(): made on first use
         self._routing = RoutingCommands(self._ctx)
         self._leases = LeaseCommands(self._ctx, self._owner)
@@ -264,7 +204,15 @@ class Turnlog:
         self._archives = ArchiveCommands(self._ctx, self._views)
         self._routing.restore_archive = lambda path: self._archives.restore(path, actor="system:retention",
                                                                             cause="archived_key_policy")
-        self._erasure = EraseCommands(self._ctx, self._routing)
+        self._data = DataLifecycle(
+            app=self._app, backend=self._backend, ctx=self._ctx, clock=self._clock, config=self._config,
+            master_key=master_key, encryption=attached, read_only=read_only,
+            erasure=EraseCommands(self._ctx, self._routing), archives=self._archives, maintenance=self.maintenance,
+            projections=self._projections, sessions=self.sessions,
+            open_copy=lambda location, views, key: Turnlog(location, views=views, clock=self._clock,
+                                                           config=self._config, master_key=key))
+        self._ctx.key_forgetters.append(self._data.forget_keys)
+        self._ctx.erased_keys = self._data.erased_keys
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
@@ -811,44 +759,27 @@ class Turnlog:
     def export_routing(self) -> dict[str, Any]:
         """The routing map as Hermes' sessions.json: session_key -> entry (docs/behaviour.md §3.1)."""
         sessions = {s.session_id: s.to_dict() for s in self.sessions()}  # caught up
-        out: dict[str, Any] = {"_README": _ROUTING_JSON_README}  # noqa: E501
-        routes = [r.to_dict() for r in self.routes()]
-        refuse_colliding_keys(routes)  # sessions.json holds one entry per key string
-        for route in routes:
-            session = sessions.get(route["session_id"])
-            if session is None:
-                continue
-            out[route["session_key"]] = _hermes_entry(route, session)
-        return out
+        return routing_map([r.to_dict() for r in self.routes()], sessions)
 
-    # -- backup and moving between backends ---------------------------------------------
-
-    # -- encryption at rest and erase ---------------------------------------------------------
+    # -- encryption at rest, erase, backup, archive, copy (data_lifecycle.py) ----------------
 
     @property
     def key_fingerprint(self) -> str | None:
         """The fingerprint of the master key this database needs (never the key); None when it is
         not encrypted."""
-        return self._encryption.fingerprint if self._encryption is not None else None
+        return self._data.key_fingerprint
 
     def encrypt(self) -> EncryptionReport:
         """Encrypt from now on an existing unencrypted database: the events written from here are
         sealed; those before stay as stored (the hash chain covers their bytes), and erase cannot
         reach them (docs/operations.md). The master key is `master_key`, TURNLOG_MASTER_KEY, or a
         new key file beside the database."""
-        self._refuse_read_only("encrypt")
-        self._encryption = encryption_setup.start(self._app, self._backend, self._master_key)
-        self._encryption.sealer.session_subject = self._session_subject
-        return self._encryption_report(0)
+        return self._data.encrypt()
 
     def rotate_master_key(self, new_key: bytes | None = None) -> EncryptionReport:
         """Re-wrap every data key under a new master key, rewriting no event. `new_key`: the new
         32 bytes; None: made here and written to the key file (only when the key came from it)."""
-        self._refuse_read_only("rotate the master key")
-        enc = self._require_encryption("rotate its keys")
-        old, _, count = encryption_setup.rotate(enc, new_key)
-        self._master_key = new_key if enc.source == "callable" else self._master_key
-        return self._encryption_report(count, previous=old)
+        return self._data.rotate_master_key(new_key)
 
     def erase_subject(self, subject: str, *, actor: str, cause: str, dry_run: bool = False,
                       progress: Callable[[int, int], None] | None = None) -> EraseReport:
@@ -859,58 +790,7 @@ class Turnlog:
         the write-ahead log. Every reader then shows "[erased]" for its words and ids.
         `dry_run`: only what would be done; `progress(done, total)`: the rebuild's. docs/operations.md
         says what erase does not reach."""
-        try:
-            subject = parse_subject(subject)
-        except ValueError as e:
-            raise InvalidRequest(str(e)) from None
-        if not dry_run:
-            self._refuse_read_only("erase a subject")
-        enc = self._require_encryption("erase a subject (it destroys the subject's data key)")
-        sessions = [s.session_id for s in self.sessions()
-                    if subject_of(s.origin) == subject and s.ended_at is None and not s.suspended]
-        keys = enc.keys.live_keys(subject)
-        report = EraseReport(subject_hash=enc.keys.subject_hash(subject), keys=len(keys), sessions=sessions,
-                             dry_run=dry_run, plaintext_before=enc.keys.marker.since - 1)
-        if dry_run:
-            return report
-        suspended = self._erasure.suspend(sessions, actor=actor, cause=cause)
-        # The keys go before the record: a process that reads SubjectErased refills its read
-        # models from the log (projections/runner.py), and must find them gone by then.
-        enc.keys.destroy(subject, at=self._clock.now().isoformat())
-        self._ctx.forget_erased()
-        position = self._erasure.record(report.subject_hash, keys=len(keys), sessions=suspended, actor=actor,
-                                        cause=cause)
-        encryption_setup.purge_snapshots(self._app)
-        self.maintenance.rebuild(progress=progress)
-        self._projections.scrub()
-        return replace(report, sessions=suspended, position=position)
-
-    def _erased_keys(self) -> int | None:
-        return self._encryption.keys.erased() if self._encryption is not None else None
-
-    def _forget_keys(self) -> None:
-        if self._encryption is not None:
-            self._encryption.sealer.forget()
-
-    def _session_subject(self, session_id: str) -> str | None:
-        """The subject of a session, from its first event (its origin): for sealing its later
-        fields in a process that did not see it made."""
-        first = list(self._app.events.get(session_stream(session_id), limit=1))
-        return subject_of(getattr(first[0], "origin", None)) if first else None
-
-    def _require_encryption(self, what: str) -> Any:
-        if self._encryption is None:
-            raise InvalidRequest(f"{self._backend.display} is not encrypted: cannot {what} (run `turnlog encrypt`)")
-        return self._encryption
-
-    def _refuse_read_only(self, what: str) -> None:
-        if self._read_only:
-            raise ReadOnlyDatabase(f"this turnlog database is open read-only: cannot {what}")
-
-    def _encryption_report(self, rewrapped: int, previous: str | None = None) -> EncryptionReport:
-        enc = self._require_encryption("report on it")
-        return EncryptionReport(fingerprint=enc.fingerprint, key_source=enc.source, key_file=enc.key_path,
-                                since=enc.keys.marker.since, rewrapped=rewrapped, previous_fingerprint=previous)
+        return self._data.erase_subject(subject, actor=actor, cause=cause, dry_run=dry_run, progress=progress)
 
     def backup(self, out: str | os.PathLike[str], *, progress: Callable[[int, int], None] | None = None
                ) -> BackupReport:
@@ -919,11 +799,7 @@ class Turnlog:
         the hash chain recomputed) and return its sha256, event count and head position. A
         PostgreSQL log is backed up with pg_dump (docs/operations.md). `progress(done, total)`
         is called after each step."""
-        report = backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
-                              progress=progress)
-        return replace(report, key_fingerprint=self.key_fingerprint)
-
-    # -- retention and archive ------------------------------------------------------------
+        return self._data.backup(out, progress=progress)
 
     def archivable(self, *, older_than: str | timedelta | None = None,
                    idle_for: str | timedelta | None = None) -> list[ArchiveCandidate]:
@@ -931,8 +807,7 @@ class Turnlog:
         (ended, suspended, superseded) more than `older_than` ago, or idle more than `idle_for`
         ("90d", "12h", "1y" or a timedelta); neither given: `EngineConfig.retention`'s rules.
         Never a session that owns a key, holds a lease or owes a delivery (domain/retention.py)."""
-        self.maintenance.catch_up()  # the timeline too: it files each stream under its session
-        return self._archives.candidates(self._retention(older_than, idle_for))
+        return self._data.archivable(older_than, idle_for)
 
     def archive(self, out: str | os.PathLike[str], *, older_than: str | timedelta | None = None,
                 idle_for: str | timedelta | None = None, dry_run: bool = False, actor: str = "api",
@@ -943,17 +818,8 @@ class Turnlog:
         passes); the read models refill and the file's free pages are given back (incremental
         vacuum; an older database: `compact_file`). `dry_run`: only say what would go.
         `progress(done, total)` after each step. SQLite logs only."""
-        policy = self._retention(older_than, idle_for)
-        self._archives.require_sqlite()
-        self.maintenance.catch_up()
-        path = self._backend.backup_file()
-        before = reclaim.file_bytes(path)
-        report = self._archives.archive(os.fspath(out), policy, db_identity=dbfile.describe(path), actor=actor,
-                                        cause=cause, dry_run=dry_run, progress=progress)
-        if dry_run or report.sha256 is None:
-            return report
-        after = reclaim.reclaim(path).bytes_after
-        return replace(report, db_bytes_before=before, db_bytes_after=after)
+        return self._data.archive(out, older_than=older_than, idle_for=idle_for, dry_run=dry_run, actor=actor,
+                                  cause=cause, progress=progress)
 
     def restore_archive(self, path: str | os.PathLike[str], *, actor: str = "api", cause: str = "api:restore-archive",
                         progress: Callable[[int, int], None] | None = None) -> ArchiveRestoreReport:
@@ -962,14 +828,7 @@ class Turnlog:
         search are as before. The file's sha256 must be one this log archived; a second restore
         of it does nothing (`already_restored`). `progress(done, total)` after each step (read and
         checked, written, read models refilled)."""
-        return self._archives.restore(os.fspath(path), actor=actor, cause=cause, progress=progress)
-
-    def _retention(self, older_than: str | timedelta | None, idle_for: str | timedelta | None) -> Retention:
-        configured = self._config.retention
-        if older_than is None and idle_for is None:
-            return configured
-        return replace(configured, older_than=_duration(older_than, "older_than"),
-                       idle_for=_duration(idle_for, "idle_for"))
+        return self._data.restore_archive(path, actor=actor, cause=cause, progress=progress)
 
     def copy_to(self, location: str | os.PathLike[str], *, views: str | None = None, batch: int | None = None,
                 progress: Callable[[int, int], None] | None = None) -> CopyReport:
@@ -981,34 +840,7 @@ class Turnlog:
         transaction (default 2000); `progress(done, total)` is called after each. An encrypted
         log's key tables go with it (the same master key opens the copy; a key file is written
         beside an SQLite copy when the source has one; a PostgreSQL copy needs TURNLOG_MASTER_KEY)."""
-        if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
-            raise InvalidRequest(f"batch must be a positive whole number, not {batch!r}")
-        started = time.perf_counter()
-        if views is None and storage_backend.needs_views(location):
-            raise InvalidRequest("a PostgreSQL target needs a read-model file of its own: views=PATH (--to-views PATH)")
-        target = storage_backend.create(location, views)
-        if target.same_store(self._backend):
-            raise InvalidRequest(f"the copy's target is the source itself ({target.display})")
-        stop = self._app.recorder.max_notification_id() or 0
-        app = target.prepare(read_only=False, create_missing=True).open_application()
-        try:
-            resumed_from, copied = log_copy.copy_events(self._app, app, stop=stop, batch=batch or log_copy.BATCH,
-                                                        progress=progress)
-            if self._encryption is not None:  # after the events: a target that is another log was refused
-                encryption_setup.copy_keys(self._encryption, app, target)
-            events = log_copy.compare(self._app, app, stop=stop)
-        finally:
-            app.close()
-        master = self._encryption.keys.master if self._encryption is not None else None
-        with Turnlog(location, views=views, clock=self._clock, config=self._config, master_key=master) as there:
-            chain = there.maintenance.verify_chain()
-            if chain.breaks:
-                raise ChainBroken(f"the copy's hash chain does not verify at position {chain.breaks[0].position}"
-                                  " (run `turnlog verify --chain` on it)")
-            rebuilt = there.maintenance.rebuild()
-        return CopyReport(source=self._backend.display, target=target.display, copied=copied,
-                          resumed_from=resumed_from, events=events, head=stop, chain_ok=True,
-                          read_models=rebuilt["projections"], seconds=round(time.perf_counter() - started, 3))
+        return self._data.copy_to(location, views=views, batch=batch, progress=progress)
 
     # -- search ---------------------------------------------------------------------------
 
@@ -1027,147 +859,6 @@ class Turnlog:
         self.maintenance.catch_up(["search"])
         return self._views.search(query, session=session, key=key, platform=platform,
                                 role=role, since=since, until=until, limit=limit, include_undone=include_undone)
-
-    # -- deprecated names, kept for one release --------------------------------------------
-
-    # The collaborators were public attributes before: reading one warns, then gives it. Named
-    # one by one, so that a type checker still refuses a misspelt attribute.
-    app = _Moved()
-    batches = _Moved()
-    chain = _Moved()
-    clock = _Moved()
-    config = _Moved()
-    ctx = _Moved()
-    deliveries = _Moved()
-    forks = _Moved()
-    gateway_name = _Moved()
-    inbound = _Moved()
-    keeper = _Moved()
-    projections = _Moved()
-    recovery = _Moved()
-    rotation = _Moved()
-    routing = _Moved()
-    slash = _Moved()
-    views = _Moved()
-
-    def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
-                      *, actor: str | None = None, cause: str = "turn") -> LeaseToken:
-        """Deprecated (goes in the next release): use Turnlog.turns.acquire_lease."""
-        _deprecated("Turnlog.acquire_lease", "Turnlog.turns.acquire_lease")
-        return self.turns.acquire_lease(session_id, owner_key, generation, timeout, actor=actor, cause=cause)
-
-    def release_lease(self, token: LeaseToken, outcome: str = "completed") -> bool:
-        """Deprecated (goes in the next release): use Turnlog.turns.release_lease."""
-        _deprecated("Turnlog.release_lease", "Turnlog.turns.release_lease")
-        return self.turns.release_lease(token, outcome)
-
-    def renew_lease(self, token: LeaseToken) -> None:
-        """Deprecated (goes in the next release): use Turnlog.turns.renew_lease."""
-        _deprecated("Turnlog.renew_lease", "Turnlog.turns.renew_lease")
-        self.turns.renew_lease(token)
-
-    def lease_holder(self, session_id: str) -> dict[str, Any] | None:
-        """Deprecated (goes in the next release): use Turnlog.turns.holder."""
-        _deprecated("Turnlog.lease_holder", "Turnlog.turns.holder")
-        return self._leases.holder(session_id)
-
-    def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
-                       **fields: Any) -> MessageRecord:
-        """Deprecated (goes in the next release): use Turnlog.turns.append_message."""
-        _deprecated("Turnlog.append_message", "Turnlog.turns.append_message")
-        return self.turns.append_message(token, role, content, cause=cause, **fields)
-
-    def record_reply(self, token: LeaseToken, content: str, *, reply_to: SessionSource | None = None,
-                     internal: bool = False, inbound_message_id: str | None = None,
-                     cause: str = "turn", **fields: Any) -> tuple[MessageRecord, _uuid.UUID | None]:
-        """Deprecated (goes in the next release): use Turnlog.turns.record_reply."""
-        _deprecated("Turnlog.record_reply", "Turnlog.turns.record_reply")
-        return self.turns.record_reply(token, content, reply_to=reply_to, internal=internal,
-                                       inbound_message_id=inbound_message_id, cause=cause, **fields)
-
-    def attempt_delivery(self, delivery_id: _uuid.UUID) -> Attempt:
-        """Deprecated (goes in the next release): use Turnlog.turns.attempt_delivery."""
-        _deprecated("Turnlog.attempt_delivery", "Turnlog.turns.attempt_delivery")
-        return self.turns.attempt_delivery(delivery_id)
-
-    def settle_delivery(self, delivery_id: _uuid.UUID, error: str | None = None) -> str:
-        """Deprecated (goes in the next release): use Turnlog.turns.settle_delivery."""
-        _deprecated("Turnlog.settle_delivery", "Turnlog.turns.settle_delivery")
-        return self.turns.settle_delivery(delivery_id, error)
-
-    def deliver(self, delivery_id: _uuid.UUID, send: Sender) -> str:
-        """Deprecated (goes in the next release): use Turnlog.turns.deliver."""
-        _deprecated("Turnlog.deliver", "Turnlog.turns.deliver")
-        return self.turns.deliver(delivery_id, send)
-
-    def needs_compression(self, token: LeaseToken, *, prompt_tokens: int, context_length: int) -> bool:
-        """Deprecated (goes in the next release): use Turnlog.turns.needs_compression."""
-        _deprecated("Turnlog.needs_compression", "Turnlog.turns.needs_compression")
-        return self.turns.needs_compression(token, prompt_tokens=prompt_tokens, context_length=context_length)
-
-    def rotate_session(self, token: LeaseToken, source: SessionSource) -> LeaseToken:
-        """Deprecated (goes in the next release): use Turnlog.turns.rotate_session."""
-        _deprecated("Turnlog.rotate_session", "Turnlog.turns.rotate_session")
-        return self.turns.rotate_session(token, source)
-
-    def show(self, key_or_session: str | SessionSource) -> dict[str, Any]:
-        """Deprecated (goes in the next release): use Turnlog.session, Turnlog.turns.holder and Turnlog.transcript."""
-        _deprecated("Turnlog.show", "Turnlog.session, Turnlog.turns.holder and Turnlog.transcript")
-        row = self.session(key_or_session)
-        return {**row.to_dict(), "lease": self._leases.holder(row.session_id), "messages": self.transcript(row.session_id)}
-
-    def catch_up(self, names: Iterable[str] | None = None) -> int:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.catch_up."""
-        _deprecated("Turnlog.catch_up", "Turnlog.maintenance.catch_up")
-        return self.maintenance.catch_up(names)
-
-    def seal(self) -> int:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.seal."""
-        _deprecated("Turnlog.seal", "Turnlog.maintenance.seal")
-        return self.maintenance.seal()
-
-    def verify_chain(self) -> list[ChainBreak]:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.verify_chain().breaks."""
-        _deprecated("Turnlog.verify_chain", "Turnlog.maintenance.verify_chain().breaks")
-        return self.maintenance.verify_chain().breaks
-
-    def chain_report(self) -> ChainReport:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.verify_chain."""
-        _deprecated("Turnlog.chain_report", "Turnlog.maintenance.verify_chain")
-        return self.maintenance.verify_chain()
-
-    def rebuild(self, names: Iterable[str] | None = None) -> int:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.rebuild(names)['events']."""
-        _deprecated("Turnlog.rebuild", "Turnlog.maintenance.rebuild(names)['events']")
-        return int(self.maintenance.rebuild(names)["events"])
-
-    def rebuild_projections(self, names: Iterable[str] | None = None, *,
-                            progress: Callable[[int, int], None] | None = None,
-                            pause: float = 0.0, batch: int | None = None,
-                            workers: int | None = None) -> dict[str, Any]:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.rebuild."""
-        _deprecated("Turnlog.rebuild_projections", "Turnlog.maintenance.rebuild")
-        return self.maintenance.rebuild(names, progress=progress, pause=pause, batch=batch, workers=workers)
-
-    def projections_behind(self) -> int:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.projections_behind."""
-        _deprecated("Turnlog.projections_behind", "Turnlog.maintenance.projections_behind")
-        return self.maintenance.projections_behind()
-
-    def projection_status(self) -> list[dict[str, Any]]:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.projection_status."""
-        _deprecated("Turnlog.projection_status", "Turnlog.maintenance.projection_status")
-        return [p.to_dict() for p in self.maintenance.projection_status()]
-
-    def verify(self, names: Iterable[str] | None = None) -> dict[str, Any]:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.verify."""
-        _deprecated("Turnlog.verify", "Turnlog.maintenance.verify")
-        return self.maintenance.verify(names)
-
-    def doctor(self, *, repair: bool = True, deep: bool = False) -> dict[str, Any]:
-        """Deprecated (goes in the next release): use Turnlog.maintenance.doctor."""
-        _deprecated("Turnlog.doctor", "Turnlog.maintenance.doctor")
-        return self.maintenance.doctor(repair=repair, deep=deep)
 
     # -- resolving what the caller named ---------------------------------------------------
 
@@ -1221,15 +912,6 @@ class Turnlog:
         return session_id
 
 
-def _duration(value: str | timedelta | None, name: str) -> timedelta | None:
-    if value is None or isinstance(value, timedelta):
-        return value
-    try:
-        return parse_duration(value)
-    except ValueError as e:
-        raise InvalidRequest(f"{name}: {e}") from None
-
-
 class CountedTurns(RunningTurns):
     """The engine's running turns, counted for the process's garbage collections (gc_turns.py)."""
 
@@ -1259,52 +941,12 @@ def _seconds_between(earlier: str, later: str) -> float:
     return max((datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds(), 0.0)
 
 
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated and goes in the next release: use {new}", DeprecationWarning,
-                  stacklevel=3)
-
-
 def _read_only_chain(app: Any, projections: ProjectionRunner) -> ChainSealer | None:
     """The hash chain as sealed so far, or None when this file has none (sealing would write)."""
     try:
         return ChainSealer(app, projections.db)
     except sqlite3.DatabaseError:
         return None
-
-
-_AUTO_RESET_REASONS = {"idle", "daily", "suspended", "resume_pending_expired"}
-
-
-def _hermes_entry(route: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
-    reason = session["created_reason"]
-    return {
-        "session_key": route["session_key"],
-        "session_id": session["session_id"],
-        "created_at": session["created_at"],
-        "updated_at": session["updated_at"],
-        "origin": route["origin"],
-        "display_name": session["display_name"],
-        "platform": route["platform"],
-        "chat_type": route["chat_type"] or "dm",
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_read_tokens": 0,
-        "cache_write_tokens": 0,
-        "total_tokens": 0,
-        "last_prompt_tokens": 0,
-        "estimated_cost_usd": 0.0,
-        "cost_status": "unknown",
-        "was_auto_reset": reason in _AUTO_RESET_REASONS,
-        "auto_reset_reason": reason if reason in _AUTO_RESET_REASONS else None,
-        "reset_had_activity": False,
-        "is_fresh_reset": reason == "force_new",
-        "expiry_finalized": False,
-        "suspended": session["suspended"],
-        "resume_pending": session["resume_pending"],
-        "resume_reason": session["resume_reason"],
-        "last_resume_marked_at": session["resume_marked_at"],
-        "model_override": None,
-    }
 
 
 def open(location: str | os.PathLike[str] = DEFAULT_DB, **options: Any) -> Turnlog:  # noqa: A001

@@ -64,13 +64,21 @@ DEPRECATED_ATTRIBUTES = {
 }
 
 
+def _members(cls: type) -> dict[str, object]:
+    """The class's own names and its bases' (the deprecated ones live in a base class)."""
+    members: dict[str, object] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        members.update(vars(klass))
+    return members
+
+
 def _public(cls: type) -> set[str]:
-    return {name for name in vars(cls) if not name.startswith("_")}
+    return {name for name in _members(cls) if not name.startswith("_")}
 
 
 def test_the_class_offers_exactly_the_pinned_methods() -> None:
     assert _public(Turnlog) == METHODS | PROPERTIES | DEPRECATED_METHODS | DEPRECATED_ATTRIBUTES
-    assert all(isinstance(vars(Turnlog)[name], property) for name in PROPERTIES)
+    assert all(isinstance(_members(Turnlog)[name], property) for name in PROPERTIES)
 
 
 def test_an_open_turnlog_holds_no_public_attribute_but_its_groups(tmp_path) -> None:
@@ -83,8 +91,9 @@ def test_an_open_turnlog_holds_no_public_attribute_but_its_groups(tmp_path) -> N
 
 @pytest.mark.parametrize("cls", [Turnlog, TurnOperations, Maintenance], ids=lambda c: c.__name__)
 def test_every_public_method_is_documented(cls: type) -> None:
-    undocumented = [name for name in _public(cls) if isinstance(vars(cls)[name], (property, types.FunctionType))
-                    and not inspect.getdoc(vars(cls)[name])]
+    members = _members(cls)
+    undocumented = [name for name in _public(cls) if isinstance(members[name], (property, types.FunctionType))
+                    and not inspect.getdoc(members[name])]
     assert not undocumented, f"{cls.__name__}: {sorted(undocumented)}"
 
 
