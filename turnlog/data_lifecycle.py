@@ -171,8 +171,10 @@ class DataLifecycle:
     # -- backup, retention and archive ------------------------------------------------------
 
     def backup(self, out: str | os.PathLike[str], *, progress: Progress | None) -> BackupReport:
+        # An encrypted log's read models hold its words in clear: its backups are of the log alone.
+        leave_out = self._projections.read_model_tables() if self.encryption is not None else ()
         report = backups.take(self._backend.backup_file(), os.fspath(out), taken_at=self._clock.now().isoformat(),
-                              progress=progress)
+                              progress=progress, leave_out=leave_out)
         return replace(report, key_fingerprint=self.key_fingerprint)
 
     def archivable(self, older_than: str | timedelta | None, idle_for: str | timedelta | None

@@ -33,6 +33,7 @@ def backup(ctx: click.Context, out_path: str, out: Output) -> None:
 
     The copy is the database as of one commit, checked (SQLite's quick_check and the hash chain
     recomputed) before it is named OUT; printed with its sha256, event count and head position.
+    An encrypted database's backup leaves its read models out: they hold the words in clear.
     A PostgreSQL log is backed up with pg_dump (see docs/operations.md).
     """
     t = engine(ctx)
@@ -46,6 +47,8 @@ def backup(ctx: click.Context, out_path: str, out: Output) -> None:
         out.line(f"events: {report.events} (head position {report.head}); chain: ok")
         if report.key_fingerprint:
             out.line(f"needs master key: {report.key_fingerprint}")
+        if not report.read_models:
+            out.line("read models: left out (they hold the words in clear); the first open of a restore rebuilds them")
     out.record(data, text)
 
 

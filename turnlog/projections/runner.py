@@ -390,6 +390,12 @@ class ProjectionRunner:
             salvage(self.db, table)
             self.db.execute(f"DROP TABLE IF EXISTS [{table}]")
 
+    def read_model_tables(self) -> list[str]:
+        """Every table the read models own (their fresh tables of a rebuild and their positions
+        included): what the log alone gives back."""
+        owned = [t + suffix for p in self.projections.values() for t in p.tables for suffix in ("", REBUILD_SUFFIX)]
+        return [*owned, POSITIONS_TABLE, REBUILDS_TABLE, VERSIONS_TABLE]
+
     def table_names(self) -> set[str]:
         """The tables in the read-model file."""
         return {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}

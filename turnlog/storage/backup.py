@@ -23,7 +23,7 @@ import struct
 import sys
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..errors import DatabaseInUse, StoreError
 from . import dbfile
@@ -56,6 +56,7 @@ class BackupReport:
     chain_ok: bool
     taken_at: str
     key_fingerprint: str | None = None
+    read_models: bool = True  # False: left out (they hold the words in clear); the first open rebuilds them
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,8 +96,11 @@ def file_sha256(path: str, progress: Callable[[int], None] | None = None) -> str
     return h.hexdigest()
 
 
-def take(source: str, out: str, *, taken_at: str, progress: Progress | None = None) -> BackupReport:
-    """Back the SQLite database `source` up to `out` (refused when `out` exists)."""
+def take(source: str, out: str, *, taken_at: str, progress: Progress | None = None,
+         leave_out: Sequence[str] = ()) -> BackupReport:
+    """Back the SQLite database `source` up to `out` (refused when `out` exists). The tables named
+    in `leave_out` (an encrypted log's read models) are dropped from the copy, and the copy
+    vacuumed, so that no page of theirs is in the backup."""
     if os.path.lexists(out):
         raise StoreError(f"{out} exists: a backup never replaces a file (remove it or name another)")
     folder = os.path.dirname(os.path.abspath(out))
@@ -105,6 +109,8 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
     tmp = beside(out, "backup")
     try:
         _copy(source, tmp)
+        if leave_out:
+            _drop_tables(tmp, leave_out)
         _step(progress, 1)
         checked = check(tmp)
         if not checked.chain_ok:
@@ -123,7 +129,7 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
     finally:
         _remove(tmp)
     return BackupReport(path=out, source=source, bytes=size, sha256=digest, events=checked.events,
-                        head=checked.head, chain_ok=True, taken_at=taken_at)
+                        head=checked.head, chain_ok=True, taken_at=taken_at, read_models=not leave_out)
 
 
 def restore(backup: str, target: str, *, force: bool = False, progress: Progress | None = None,
@@ -252,6 +258,23 @@ def _copy(source: str, dest: str) -> None:
     finally:
         src.close()
     _single_file(dest)
+
+
+def _drop_tables(path: str, tables: Sequence[str]) -> None:
+    """Drop those of `tables` the file holds (a virtual table first: its shadow tables go with it),
+    then VACUUM: the file is rewritten without their pages, freed or not."""
+    conn = sqlite3.connect(path)
+    try:
+        held = dict(conn.execute("SELECT name, sql LIKE 'CREATE VIRTUAL TABLE%' FROM sqlite_master WHERE type='table'"))
+        named = [t for t in tables if t in held]
+        with conn:
+            for table in sorted(named, key=lambda t: not held[t]):
+                conn.execute(f"DROP TABLE IF EXISTS [{table}]")
+        conn.execute("VACUUM")
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot leave the read models out of the backup: {e}") from None
+    finally:
+        conn.close()
 
 
 def _single_file(path: str) -> None:
