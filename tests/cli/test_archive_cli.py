@@ -66,6 +66,9 @@ def test_archive_says_so_when_nothing_is_old_enough(live, tmp_path):
 @pytest.mark.parametrize("args, mentions", [
     (["--older-than", "ninety"], "not a duration"),
     (["--idle-for", "12"], "not a duration"),
+    # past what a timedelta holds (999999999 days): a usage error, not an OverflowError
+    (["--older-than", "99999999999d"], "too long"),
+    (["--idle-for", "99999999999999999999y"], "too long"),
 ])
 def test_a_bad_duration_is_a_usage_error(live, tmp_path, args, mentions):
     assert_one_line_error(run("--db", str(live), "archive", str(tmp_path / "x.tlar"), *args), 2, mentions)

@@ -23,7 +23,10 @@ def parse_duration(text: str) -> timedelta:
     found = _DURATION.fullmatch(text or "")
     if found is None:
         raise ValueError(f"not a duration: {text!r} (a number and one of s, m, h, d, w, y: e.g. 90d)")
-    return timedelta(seconds=float(found.group(1)) * _UNITS[found.group(2)])
+    try:
+        return timedelta(seconds=float(found.group(1)) * _UNITS[found.group(2)])
+    except OverflowError:
+        raise ValueError(f"duration too long: {text!r} (at most {timedelta.max.days} days)") from None
 
 
 @dataclass(frozen=True)
