@@ -125,6 +125,19 @@ def test_limit_on_sessions_history_and_ledger(filled):
     assert run("--db", filled, "ledger", "--limit", "0").exit_code == 2
 
 
+HUGE = str(2**70)  # more than SQLite's INTEGER holds
+
+
+def test_a_limit_or_batch_past_sqlites_integers_means_all(filled, tmp_path):
+    assert len(json.loads(ok("--db", filled, "ledger", "--limit", HUGE, "--json").stdout)) == 3
+    assert len(json.loads(ok("--db", filled, "sessions", "--limit", HUGE, "--json").stdout)) >= 1
+    everything = json.loads(ok("--db", filled, "history", KEY, "--json").stdout)
+    assert json.loads(ok("--db", filled, "history", KEY, "--limit", HUGE, "--json").stdout) == everything
+    assert json.loads(ok("--db", filled, "rebuild", "--all", "--batch", HUGE, "--json").stdout)["events"] > 0
+    report = json.loads(ok("--db", filled, "copy", "--to", str(tmp_path / "c.db"), "--batch", HUGE, "--json").stdout)
+    assert report["copied"] == report["events"] > 0
+
+
 # --- a closed pipe, usage errors -----------------------------------------------------------------------
 
 def test_a_reader_that_goes_away_is_not_an_error(filled):

@@ -70,6 +70,9 @@ class OwedDelivery(TypedRow):
     owner: str | None
 
 
+_SQLITE_MAX_INT = 2**63 - 1  # a limit past what SQLite binds is more rows than any table holds: all
+
+
 def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None = None,
            ids: tuple[str, ...] | None = None) -> list[DeliveryRow]:
     """The ledger's rows, oldest first; only `status`'s (and those of `ids`), and at most `limit` (None: all)."""
@@ -81,7 +84,8 @@ def ledger(db: sqlite3.Connection, status: str | None = None, limit: int | None 
     rows = db.execute(
         "SELECT delivery_id, session_id, seq, session_key, platform, chat_id, thread_id, state, attempts,"
         f" owner, recovered, last_error, created_at, updated_at, recorded_position, words_position FROM deliveries {where}"
-        " ORDER BY created_at, session_id, seq LIMIT ?", (*params, -1 if limit is None else limit)).fetchall()
+        " ORDER BY created_at, session_id, seq LIMIT ?",
+        (*params, -1 if limit is None or limit > _SQLITE_MAX_INT else limit)).fetchall()
     return [DeliveryRow(*r[:10], bool(r[10]), *r[11:]) for r in rows]  # type: ignore[call-arg, misc]
 
 

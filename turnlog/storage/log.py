@@ -100,6 +100,7 @@ class LogReader:
 
     def read(self, after: int, stop: int, limit: int, topics: Sequence[str] = ()) -> list[Row]:
         """Rows with after < position <= stop, in order, at most `limit`; only `topics` if given."""
+        limit = max(1, min(limit, stop - after))  # no more rows than positions: a huge batch binds in SQL
         if self.direct:
             where = f" AND topic IN ({','.join('?' * len(topics))})" if topics else ""
             return self.db.execute(

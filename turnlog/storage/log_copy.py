@@ -65,7 +65,9 @@ def copy_events(source: Application, target: Application, *, stop: int, batch: i
             raise StoreError(f"the target's log goes on past the source's (position {start} > {stop}):"
                              " it is not a copy of this log")
         while start < stop:
-            events = source.recorder.select_notifications(start, batch, stop=stop, inclusive_of_start=False)
+            # no more events than positions left: a batch past SQLite's integers binds as one
+            events = source.recorder.select_notifications(start, min(batch, stop - start), stop=stop,
+                                                          inclusive_of_start=False)
             if not events:
                 break
             writer.write(events, start)
