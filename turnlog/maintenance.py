@@ -11,7 +11,9 @@ read as of their positions (`stale`), as a read-only open reads them.
 
 from __future__ import annotations
 
+import math
 import sqlite3
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -107,6 +109,9 @@ class Maintenance:
         for what, value in (("batch", batch), ("workers", workers)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise InvalidRequest(f"{what} must be a positive whole number, not {value!r}")
+        if (not isinstance(pause, (int, float)) or isinstance(pause, bool) or not math.isfinite(pause)
+                or not 0 <= pause <= threading.TIMEOUT_MAX):
+            raise InvalidRequest(f"pause must be a number of seconds from 0 to {threading.TIMEOUT_MAX:.0f}, not {pause!r}")
         return self._runner.run_rebuild(self._names(names), progress=progress, pause=pause, batch=batch,
                                         workers=workers).to_dict()
 

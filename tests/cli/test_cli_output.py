@@ -138,6 +138,20 @@ def test_a_limit_or_batch_past_sqlites_integers_means_all(filled, tmp_path):
     assert report["copied"] == report["events"] > 0
 
 
+@pytest.mark.parametrize("pause", ["nan", "inf", "1e308"])
+def test_a_rebuild_pause_that_is_no_time_to_sleep_is_a_usage_error(filled, pause):
+    from test_cli import assert_one_line_error
+    assert_one_line_error(run("--db", filled, "rebuild", "--all", "--pause", pause), 2, "pause")
+
+
+def test_the_api_refuses_a_pause_that_is_no_time_to_sleep(filled):
+    from turnlog import InvalidRequest
+    with Turnlog(filled) as t:
+        for pause in (float("nan"), float("inf"), -1.0, 1e308, "1"):
+            with pytest.raises(InvalidRequest, match="pause"):
+                t.maintenance.rebuild(pause=pause)
+
+
 # --- a closed pipe, usage errors -----------------------------------------------------------------------
 
 def test_a_reader_that_goes_away_is_not_an_error(filled):

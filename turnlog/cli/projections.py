@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -55,7 +56,7 @@ def search(ctx: click.Context, query: str, session: str | None, key: str | None,
 @click.option("--all", "all_", is_flag=True, help="Rebuild every projection.")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Events per write transaction (default 20000).")
-@click.option("--pause", type=click.FloatRange(min=0), default=0.0, show_default=True,
+@click.option("--pause", type=click.FloatRange(min=0, max=threading.TIMEOUT_MAX * 1000), default=0.0, show_default=True,
               help="Milliseconds to wait between batches, to let a live gateway's writes through.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes sharing the work (default: 2 for a large rebuild on 2 cores or more).")
