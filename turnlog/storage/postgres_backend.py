@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlparse
 
 from eventsourcing.application import Application
 
-from ..errors import StoreError
+from ..errors import InvalidRequest, StoreError
 from . import dbfile
 from .log import LogAccess
 from .store import COMPRESSOR, MAPPER, TRANSCODER, TurnlogApplication
@@ -26,6 +26,11 @@ POSTGRES_RECORDER = "turnlog.storage.postgres_recorder:OneTripRecorder"
 SCHEMA_LOCK_KEY = 0x7475726E6C6F67  # "turnlog": the PostgreSQL advisory lock taken while opening
 
 
+def _without_credentials(url: str) -> str:
+    """The URL as an error may show it: no user or password."""
+    return re.sub(r"//[^/]*@", "//", url, count=1)
+
+
 @dataclass(frozen=True)
 class PostgresBackend:
     env: dict[str, str]
@@ -34,17 +39,21 @@ class PostgresBackend:
 
     @classmethod
     def from_url(cls, url: str, views_path: str | None) -> "PostgresBackend":
-        parsed = urlparse(url)
+        try:
+            parsed = urlparse(url)
+            port = parsed.port  # parsed on reading: a port that is no number from 0 to 65535 raises
+        except ValueError as e:
+            raise InvalidRequest(f"the PostgreSQL URL {_without_credentials(url)!r} is malformed: {str(e).lower()}") from None
         dbname = parsed.path.lstrip("/")
         if not dbname:
-            raise StoreError(f"the PostgreSQL URL {url!r} names no database")
+            raise StoreError(f"the PostgreSQL URL {_without_credentials(url)!r} names no database")
         if views_path is None:
             raise StoreError("a PostgreSQL log needs a local read-model file (--views PATH or TURNLOG_VIEWS)")
         env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "POSTGRES_DBNAME": dbname,
             "POSTGRES_HOST": unquote(parsed.hostname or "localhost"),
-            "POSTGRES_PORT": str(parsed.port or 5432),
+            "POSTGRES_PORT": str(port or 5432),
             "POSTGRES_USER": unquote(parsed.username or "postgres"),
             "POSTGRES_PASSWORD": unquote(parsed.password or ""),
             "TRANSCODER_TOPIC": TRANSCODER,
