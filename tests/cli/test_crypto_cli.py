@@ -88,3 +88,11 @@ def test_rotate_to_a_given_key_file(tmp_path):
     bad = tmp_path / "bad.key"
     bad.write_text("not base64!")
     assert_one_line_error(run("--db", db, "keys", "rotate", "--new-key-file", str(bad)), 2, "base64")
+
+
+def test_a_bad_master_key_makes_no_new_database(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNLOG_MASTER_KEY", "not a key")
+    result = run("--db", str(tmp_path / "new.db"), "route", "--platform", "telegram", "--chat-id", "42",
+                 "--user-id", "42")
+    assert_one_line_error(result, 1, "not base64")
+    assert os.listdir(tmp_path) == []

@@ -142,3 +142,25 @@ def test_a_rotation_killed_before_its_key_file_moved_opens_with_the_new_key(make
     with Turnlog(db) as again:
         assert again.transcript(again.session(alice()).session_id)[0]["content"] == PHRASE
     assert open(db + ".key").read() == new_key and not os.path.exists(db + ".key.new")
+
+
+@pytest.mark.parametrize("master_key", [b"short", lambda: b"short", "text"])
+def test_a_bad_master_key_is_refused_before_a_new_database_is_made(tmp_path, master_key):
+    with pytest.raises(EncryptionKeyMissing):
+        Turnlog(str(tmp_path / "new.db"), master_key=master_key)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_master_key_callable_that_fails_makes_no_new_database(tmp_path):
+    def kms() -> bytes:
+        raise ConnectionError("the KMS is down")
+    with pytest.raises(ConnectionError):
+        Turnlog(str(tmp_path / "new.db"), master_key=kms)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_bad_key_in_the_environment_does_not_stop_an_unencrypted_new_database(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNLOG_MASTER_KEY", "not a key")
+    with Turnlog(str(tmp_path / "plain.db"), encryption=False) as t:
+        t.get_or_create_session(SessionSource(platform="telegram", chat_id="1", user_id="1"))
+    assert os.listdir(tmp_path) == ["plain.db"]

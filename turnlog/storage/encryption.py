@@ -112,6 +112,16 @@ def refuse_without_key(backend: Any, master_key: MasterKey) -> None:
         require_key(needed, master_key, key_path_of(backend), backend.display)
 
 
+def refuse_bad_key_for_new(backend: Any, master_key: MasterKey, *, enable: bool | None) -> None:
+    """For an SQLite file not made yet that will be encrypted, before it is made: a master key
+    given that is no key (or a callable that fails) is refused with nothing created, not after
+    the new database is on disk."""
+    if not isinstance(backend, SqliteBackend) or backend.callers_own() or os.path.lexists(backend.path):
+        return
+    if enabled_by_default() if enable is None else enable:
+        resolve_master_key(master_key, key_path_of(backend))
+
+
 def attach(app: Any, backend: Any, master_key: MasterKey, *, read_only: bool, enable: bool | None) -> Encryption | None:
     """Seal this open's writes and open its reads when the log is encrypted (or is new and
     encryption is on); None for an unencrypted log."""
