@@ -5,6 +5,7 @@ cache of the log made when missing.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from contextlib import contextmanager
@@ -78,7 +79,10 @@ class PostgresBackend:
     def prepare(self, *, read_only: bool, create_missing: bool) -> "PostgresBackend":
         if self._callers_own_views():
             return self
-        # The local read models are a cache of the log: made when missing, unless read-only.
+        # The local read models are a cache of the log: made when missing, unless read-only; not
+        # made for a log that cannot be reached (a failed open leaves no file behind).
+        if not read_only and not os.path.lexists(self.views_path):
+            self._reach()
         identity = dbfile.prepare(self.views_path, read_only=read_only, create_missing=not read_only,
                                   views_only=True)
         if read_only:
@@ -95,17 +99,26 @@ class PostgresBackend:
         except Exception as e:  # the library raises a variety of driver errors on a bad store
             raise StoreError(f"cannot open {self.display}: {e}") from None
 
+    def _reach(self) -> None:
+        """Connect to the server once and leave: StoreError, as opening would say, if it cannot be."""
+        try:
+            self._connect().close()
+        except Exception as e:  # the driver's many errors: unreachable, refused, bad password, no database
+            raise StoreError(f"cannot open {self.display}: {e}") from None
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        env = self.env
+        return psycopg.connect(dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
+                               user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, autocommit=True)
+
     @contextmanager
     def _schema_lock(self) -> Iterator[None]:
         """Processes opening one log at once take turns: the library creates its tables with
         CREATE TABLE IF NOT EXISTS, which PostgreSQL refuses when two run at the same moment
         ("tuple concurrently updated")."""
-        import psycopg
-
-        env = self.env
-        with psycopg.connect(dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
-                             user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None,
-                             autocommit=True) as conn:
+        with self._connect() as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
             try:
                 yield
