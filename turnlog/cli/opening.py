@@ -35,7 +35,17 @@ def writes(ctx: click.Context) -> bool:
     return bool(getattr(command, "writes", False))
 
 
+def refuse_callers_own(db: str, views: str | None) -> None:
+    """A `file:` URI or an in-memory name is opened by the library as given, unchecked (the Python
+    API's own): at the command line a read would create the file, and a write would be lost."""
+    for option, value in (("--db", db), ("--views", views)):
+        if value and (value.startswith("file:") or ":memory:" in value):
+            raise click.UsageError(f"{option} {value!r}: give a file path or a postgresql:// URL"
+                                   " (file: URIs and :memory: are for the Python API)")
+
+
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
+    refuse_callers_own(db, views)
     if writes(ctx):
         return Turnlog(db, views=views, **options)
     file = local_file(db, views)

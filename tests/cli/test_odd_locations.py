@@ -1,0 +1,45 @@
+"""--db values that are neither a plain path nor a well-formed postgresql:// URL: a malformed URL is
+a one-line usage error naming it, a `file:` URI or `:memory:` (the Python API's own, opened
+unchecked) is refused at the command line, and a PostgreSQL log that cannot be reached leaves no
+read-model file behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.cli import run
+from test_cli import assert_one_line_error
+
+ROUTE = ["route", "--platform", "telegram", "--chat-id", "42", "--user-id", "42"]
+
+
+@pytest.mark.parametrize("url,mentions", [
+    ("postgresql://host:abc/x", "port"),
+    ("postgresql://host:99999/x", "port"),
+    ("postgresql://host:-1/x", "port"),
+    ("postgresql://[::1/x", "postgresql://[::1/x"),
+    ("postgresql://me:s3cret@host:abc/x", "postgresql://host:abc/x"),  # never the password
+])
+def test_a_malformed_postgresql_url_is_a_usage_error_naming_it(tmp_path, url, mentions):
+    result = run("--db", url, "--views", str(tmp_path / "v.db"), "sessions")
+    assert_one_line_error(result, 2, mentions)
+    assert "ValueError" not in result.output and "s3cret" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["sessions"], ROUTE])
+def test_an_unreachable_postgresql_log_leaves_no_read_model_file(tmp_path, command):
+    result = run("--db", "postgresql://nobody@127.0.0.1:1/x", "--views", str(tmp_path / "v.db"), *command)
+    assert_one_line_error(result, 1, "cannot open")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("db", ["file:{tmp}/x.db", "file:{tmp}/x.db?mode=rwc", ":memory:", "file::memory:"])
+@pytest.mark.parametrize("command", [["sessions"], ROUTE])
+def test_a_uri_or_memory_database_is_refused_at_the_command_line(tmp_path, monkeypatch, db, command):
+    monkeypatch.chdir(tmp_path)
+    result = run("--db", db.format(tmp=tmp_path), *command)
+    assert_one_line_error(result, 2, "path")
+    assert os.listdir(tmp_path) == []
