@@ -106,7 +106,9 @@ def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Rec
     _check_source_types(raw_source)
     try:
         source = SessionSource.from_dict(raw_source)
-    except (ValueError, TypeError, KeyError) as e:
+    except KeyError as e:
+        raise RecordError(f"bad source: it has no {e.args[0]}") from None
+    except (ValueError, TypeError) as e:
         raise RecordError(f"bad source: {e}") from None
     text = data.get("text")
     if not isinstance(text, str):

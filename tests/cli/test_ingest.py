@@ -91,3 +91,22 @@ def test_ids_of_the_wrong_type_or_with_control_characters_are_refused_with_their
     ]
     with Turnlog(db) as t:
         assert [s["session_key"] for s in t.sessions()] == ["agent:main:telegram:dm:42"]
+
+
+def test_a_source_without_a_platform_or_chat_id_names_the_field_it_lacks(tmp_path):
+    db = str(tmp_path / "i.db")
+    traffic = tmp_path / "traffic.jsonl"
+    no_chat = {k: v for k, v in DM.items() if k != "chat_id"}
+    no_platform = {k: v for k, v in DM.items() if k != "platform"}
+    traffic.write_text("\n".join([
+        line(op="message", source=no_chat, text="x", reply="y"),
+        line(op="message", source=no_platform, text="x", reply="y"),
+    ]) + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(traffic)])
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "line 1: bad source: it has no chat_id",
+        "line 2: bad source: it has no platform",
+    ]
