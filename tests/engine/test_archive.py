@@ -253,3 +253,28 @@ def test_a_restore_reports_its_progress_step_by_step(t, old_session, tmp_path):
     report = t.restore_archive(tmp_path / "old.tlar", progress=lambda done, total: steps.append((done, total)))
     assert steps == [(1, 3), (2, 3), (3, 3)] and not report.already_restored
     assert t.session(old_session).archived is False
+
+
+def interrupt_at(step: int):
+    def progress(done: int, total: int) -> None:
+        if done == step:
+            raise KeyboardInterrupt  # Ctrl-C at that moment
+    return progress
+
+
+def test_an_archive_interrupted_before_its_commit_leaves_no_file_and_a_second_run_archives(t, old_session, tmp_path):
+    out = tmp_path / "old.tlar"
+    before = snapshot(t, old_session)
+    with pytest.raises(KeyboardInterrupt):
+        t.archive(out, progress=interrupt_at(1))  # the file written and read back, the log not changed
+    assert not [name for name in os.listdir(tmp_path) if "tlar" in name]  # neither the file nor a temporary
+    assert not t.session(old_session).archived and snapshot(t, old_session) == before
+    assert [c.session_id for c in t.archive(out).sessions] == [old_session]
+
+
+def test_an_archive_interrupted_after_its_commit_keeps_its_file(t, old_session, tmp_path):
+    out = tmp_path / "old.tlar"
+    with pytest.raises(KeyboardInterrupt):
+        t.archive(out, progress=interrupt_at(2))  # committed: the file holds the only copy of the events
+    assert out.exists() and t.session(old_session).archived
+    assert t.restore_archive(out).sessions == [old_session]

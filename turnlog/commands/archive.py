@@ -139,24 +139,28 @@ class ArchiveCommands:
                           "digest": archive_file.stream_digest(mine[c.session_id])} for c in chosen],
         }
         written = archive_file.write(out, manifest, events)
-        _step(progress, 1)
-        name = os.path.abspath(out)
-        recorded: list[Any] = [SessionsArchived(
-            originator_id=archive_stream(written.sha256), originator_version=1, timestamp=now, sessions=ids,
-            archive_sha256=written.sha256, archive_file=name, events=len(events), positions=positions,
-            seals_digest=digest, actor=actor, cause=cause)]
-        for c in chosen:
-            row = listed[c.session_id]
-            stream = archived_session_stream(c.session_id)
-            recorded.append(SessionArchived(
-                originator_id=stream, originator_version=self.ctx.app.stream_version(stream) + 1, timestamp=now,
-                session_id=c.session_id, session_key=c.session_key, archive_sha256=written.sha256,
-                archive_file=name, row=_listing(row.to_dict() if row is not None else {}), actor=actor, cause=cause))
         try:
-            position = self.ctx.save(*recorded, remove_rows=[(e.position, e.originator_id) for e in events])
-        except (IntegrityError, ConflictError) as e:
-            os.remove(out)  # nothing refers to it: the log is as it was
-            raise ConflictError(f"the sessions changed while they were archived: nothing was archived ({e})") from None
+            _step(progress, 1)
+            name = os.path.abspath(out)
+            recorded: list[Any] = [SessionsArchived(
+                originator_id=archive_stream(written.sha256), originator_version=1, timestamp=now, sessions=ids,
+                archive_sha256=written.sha256, archive_file=name, events=len(events), positions=positions,
+                seals_digest=digest, actor=actor, cause=cause)]
+            for c in chosen:
+                row = listed[c.session_id]
+                stream = archived_session_stream(c.session_id)
+                recorded.append(SessionArchived(
+                    originator_id=stream, originator_version=self.ctx.app.stream_version(stream) + 1, timestamp=now,
+                    session_id=c.session_id, session_key=c.session_key, archive_sha256=written.sha256,
+                    archive_file=name, row=_listing(row.to_dict() if row is not None else {}), actor=actor, cause=cause))
+            try:
+                position = self.ctx.save(*recorded, remove_rows=[(e.position, e.originator_id) for e in events])
+            except (IntegrityError, ConflictError) as e:
+                raise ConflictError(f"the sessions changed while they were archived: nothing was archived ({e})") from None
+        except BaseException:  # Ctrl-C, a locked or failing disk, a conflict: the log may be as it was
+            if not list(self.ctx.app.events.get(archive_stream(written.sha256))):
+                os.remove(out)  # nothing refers to it (recorded, it would hold the only copy of the events)
+            raise
         self._forget(ids)
         _step(progress, 2)
         self.views.refresh()  # the read models refill from the log without the archived events

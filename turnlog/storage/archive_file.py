@@ -98,13 +98,17 @@ def write(out: str, manifest: dict[str, Any], events: list[ArchivedEvent]) -> Ar
             os.link(tmp, out)
         except FileExistsError:
             raise InvalidRequest(f"{out} appeared while the archive was written: it was left as it is") from None
-        fsync_folder(out)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    written = read(out)
-    if written.manifest != manifest or [e.position for e in written.events] != [e.position for e in events]:
-        raise StoreError(f"the archive {out} does not read back as written")
+    try:  # the file is ours until the log records it: one that fails here is taken away again
+        fsync_folder(out)
+        written = read(out)
+        if written.manifest != manifest or [e.position for e in written.events] != [e.position for e in events]:
+            raise StoreError(f"the archive {out} does not read back as written")
+    except BaseException:
+        os.remove(out)
+        raise
     return written
 
 
