@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import socket
 import sqlite3
@@ -60,7 +62,7 @@ from .hermes.routing_map import routing_map
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound
+from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound, TurnlogClosed
 from .domain.key_settings import KeySettings
 from .domain.source import quoted
 from .domain.inbox import HUMAN, item_with_text
@@ -254,6 +256,7 @@ class Turnlog(DeprecatedNames):
         wrapped = self.__dict__.get("_aio")
         if wrapped is not None:
             wrapped.shutdown_threads()
+        self._closed = True  # each public method now raises TurnlogClosed (_refuse_after_close)
 
     def __enter__(self) -> "Turnlog":
         return self
@@ -975,3 +978,25 @@ def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force
     restored database as `<db>.key`), else EncryptionKeyMissing and nothing changes."""
     return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress, master_key=master_key,
                            key_file_path=os.fspath(key_file) if key_file is not None else None)
+
+
+def _refuse_after_close(cls: type) -> None:
+    """Every public method of `cls` but close raises TurnlogClosed once the Turnlog is closed,
+    not the store's own error (sqlite3's "closed database", the pool's empty ConnectionPoolClosedError)."""
+    for klass in reversed(cls.__mro__[:-1]):
+        for name, member in vars(klass).items():
+            if name.startswith("_") or name == "close" or not inspect.isfunction(member):
+                continue
+            setattr(cls, name, _open_only(member))
+
+
+def _open_only(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.__dict__.get("_closed"):
+            raise TurnlogClosed(f"the Turnlog is closed: {method.__name__} needs an open one")
+        return method(self, *args, **kwargs)
+    return guarded
+
+
+_refuse_after_close(Turnlog)

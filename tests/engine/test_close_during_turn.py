@@ -113,3 +113,28 @@ def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
     with engine(db, clock, "gateway-b") as after:
         assert after.lease_holder(after.sessions()[0]["session_id"]) is None
         assert after.queue(alice("m-1")) == []
+
+
+def test_a_closed_turnlog_says_so_on_every_call_never_a_store_error(tmp_path):
+    t = Turnlog(str(tmp_path / "t.db"))
+    sid = t.get_or_create_session(alice()).session_id
+    t.close()
+    calls = {
+        "sessions": lambda: t.sessions(),
+        "session": lambda: t.session(sid),
+        "transcript": lambda: t.transcript(sid),
+        "get_or_create_session": lambda: t.get_or_create_session(alice()),
+        "handle_message": lambda: t.handle_message(alice("late"), "late", lambda h, i: "r", lambda s: None),
+        "search": lambda: t.search("late"),
+        "ledger": lambda: t.ledger(),
+        "history": lambda: t.history(sid),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+        except TurnlogClosed as e:
+            assert "closed" in str(e), name
+        else:
+            raise AssertionError(f"{name} answered after close")
+    t.close()  # a second close is no error
+    assert t.read_only is False  # what it was opened as still reads
