@@ -21,6 +21,7 @@ from .commands.command_replies import CommandReplies
 from .commands.compaction import Compaction, CompactionCommands
 from .commands.context import CommandContext
 from .commands.delivery import DeliveryCommands, Sender
+from .domain.delivery import STATES as DELIVERY_STATES
 from .commands.delegations import DelegationCommands, StopHook
 from .commands.fork import ForkCommands
 from .commands.branch import BranchCommands
@@ -466,8 +467,10 @@ class Turnlog(DeprecatedNames):
     def ledger(self, status: str | None = None, *, limit: int | None = None) -> list[LedgerEntry]:
         """Every reply owed and how its delivery went, oldest first (only those in `status`, when
         given; at most `limit`, read no further)."""
-        if limit is not None and limit < 0:
-            raise InvalidRequest(f"bad limit {limit} (expected 0 or more)")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidRequest(f"bad limit {limit!r} (expected a whole number, 0 or more)")
+        if status is not None and status not in DELIVERY_STATES:
+            raise InvalidRequest(f"bad status {status!r} (expected one of {', '.join(DELIVERY_STATES)})")
         self.maintenance.catch_up()
         return [LedgerEntry.of(row, content) for row, content in self._views.ledger(status, limit)]
 

@@ -145,7 +145,7 @@ class Maintenance:
 
     def _names(self, names: Iterable[str] | None) -> list[str] | None:
         """The projections named (None: all), each checked to exist."""
-        selected = list(names) if names is not None else None
+        selected = [names] if isinstance(names, str) else list(names) if names is not None else None
         known = self._runner.projections
         unknown = sorted(set(selected or ()) - set(known))
         if unknown:

@@ -20,7 +20,7 @@ from ..domain.policy import explicit_reset_notice
 from ..domain.route import Route
 from ..domain.session import Session
 from ..domain.source import SessionSource
-from ..errors import NotFound
+from ..errors import InvalidRequest, NotFound
 from .command_result import CommandResult
 from .context import CommandContext
 from .compaction import CompactionCommands
@@ -63,6 +63,8 @@ class SlashCommands:
         self.edits = EditCommands(ctx, routing, turns, inbound)
 
     def handle(self, source: SessionSource, text: str, *, actor: str | None = None) -> CommandResult:
+        if not isinstance(text, str):
+            raise InvalidRequest(f"a command must be a string, not {type(text).__name__}")
         parsed = parse_command(text)
         if parsed is None or parsed[0] not in COMMANDS:
             raise NotFound(f"not a turnlog command: {text.strip()[:40]!r} (known: {', '.join(COMMANDS)})")

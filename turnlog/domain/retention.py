@@ -20,7 +20,7 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdwy])\s*")
 
 def parse_duration(text: str) -> timedelta:
     """'90d', '12h', '2w', '1y' (365 days), '30m', '45s' -> a timedelta; ValueError otherwise."""
-    found = _DURATION.fullmatch(text or "")
+    found = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if found is None:
         raise ValueError(f"not a duration: {text!r} (a number and one of s, m, h, d, w, y: e.g. 90d)")
     try:

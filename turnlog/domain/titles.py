@@ -25,6 +25,8 @@ _NUMBERED = re.compile(r"^(.*?) #(\d+)$")
 
 def clean_title(text: str | None) -> str | None:
     """The title as it is stored, None when nothing is left; InvalidRequest when it is too long."""
+    if text is not None and not isinstance(text, str):
+        raise InvalidRequest(f"a title must be a string or None, not {type(text).__name__}")
     if not text:
         return None
     cleaned = _INVISIBLE.sub("", _CONTROL.sub("", _SURROGATE.sub("\ufffd", text)))
