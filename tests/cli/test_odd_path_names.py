@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import ok
+from harness.cli import ok, run
 from harness.hermes_home import copy_home
 
 ROUTE = ["route", "--platform", "telegram", "--chat-id", "42", "--user-id", "42"]
@@ -50,3 +50,17 @@ def test_a_hermes_home_named_with_a_hash_is_imported_read_only(tmp_path):
     assert not (tmp_path / "hm").exists()  # the URI cut at `#` opened (and created) this
     assert sha(state) == before
     assert len(ok("--db", str(tmp_path / "t.db"), "sessions", "--json").output) > 100
+
+
+def test_a_name_too_long_for_the_files_beside_it_is_refused_before_anything_is_made(tmp_path):
+    # 232 bytes: a legal file name, but the temporaries made beside it (compact-file, restore) would not be
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX") - 33
+    result = run("--db", str(tmp_path / ("n" * (limit - 3 + 13) + ".db")), *ROUTE)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len(result.stderr.splitlines()) == 1 and "name is" in result.stderr and "OperationalError" not in result.stderr
+    assert os.listdir(tmp_path) == []
+    longest = "n" * (limit - 3) + ".db"
+    ok("--db", str(tmp_path / longest), *ROUTE)
+    assert sorted(os.listdir(tmp_path)) == [longest, f"{longest}.key"]
+    ok("--db", str(tmp_path / longest), "compact-file")  # its temporary fits beside it
+    ok("--db", str(tmp_path / longest), "keys", "rotate")

@@ -189,6 +189,18 @@ def _marker_sql(conn: sqlite3.Connection) -> None:
                       ("created_at", datetime.now(UTC).isoformat())])
 
 
+# The longest name made beside a database file: `.NAME.<12 hex>.compacting` (backup.beside), with
+# the `-journal` SQLite keeps beside that while it writes it.
+SIDE_NAME_ROOM = len("..123456789abc.compacting-journal")
+
+
+def _name_max(folder: str) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
 def create(path: str) -> None:
     """Make a new, marked turnlog database at `path`, whole or not at all; a file that appears
     there meanwhile is kept (and identified by the caller)."""
@@ -197,6 +209,11 @@ def create(path: str) -> None:
         raise StoreError(f"cannot create database {path}: directory {folder} does not exist")
     if not writable(path):
         raise ReadOnlyDatabase(f"cannot create database {path}: directory {folder} is read-only")
+    name = len(os.fsencode(os.path.basename(path)))
+    room = _name_max(folder) - SIDE_NAME_ROOM
+    if name > room:
+        raise StoreError(f"cannot create database {path}: its name is {name} bytes, at most {room} here"
+                         " (the files made beside it, such as .NAME.<id>.compacting-journal, need the rest)")
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.creating")
     try:
         conn = sqlite3.connect(tmp)
