@@ -43,3 +43,32 @@ def test_a_uri_or_memory_database_is_refused_at_the_command_line(tmp_path, monke
     result = run("--db", db.format(tmp=tmp_path), *command)
     assert_one_line_error(result, 2, "path")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def sqlite_db(tmp_path) -> str:
+    db = str(tmp_path / "log.db")
+    assert run("--db", db, *ROUTE).exit_code == 0
+    return db
+
+
+def test_a_views_file_beside_an_sqlite_log_that_is_a_folder_or_no_database_is_refused_by_name(sqlite_db, tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    text = tmp_path / "notes.txt"
+    text.write_text("shopping list\n")
+    for views in (folder, text):
+        result = run("--db", sqlite_db, "--views", str(views), "sessions")
+        assert_one_line_error(result, 1, str(views))
+        assert "OperationalError" not in result.output and "DatabaseError" not in result.output
+    assert text.read_text() == "shopping list\n" and list(folder.iterdir()) == []
+
+
+def test_another_log_is_never_taken_as_the_read_model_file(sqlite_db, tmp_path):
+    other = str(tmp_path / "other.db")
+    assert run("--db", other, "route", "--platform", "discord", "--chat-type", "group", "--chat-id", "b1").exit_code == 0
+    before = run("--db", other, "sessions", "--json").stdout
+    for command in (["sessions"], ROUTE):
+        assert_one_line_error(run("--db", sqlite_db, "--views", other, *command), 1, "holds a log of its own")
+    assert run("--db", other, "sessions", "--json").stdout == before
+    assert '"ok": true' in run("--db", other, "verify", "--json").stdout

@@ -82,7 +82,8 @@ def _connect_ro(path: str) -> sqlite3.Connection:
 
 def identify(path: str, *, views_only: bool = False) -> Identity:
     """What the file at `path` is, read without writing; raises StoreError for anything that is
-    not a turnlog database. `views_only`: a read-model file beside a PostgreSQL log (no events)."""
+    not a turnlog database. `views_only`: a read-model file kept apart from its log (beside a
+    PostgreSQL log, or `views=` beside an SQLite one): never a file holding events of its own."""
     if not os.path.lexists(path):
         return Identity("missing", path)
     refuse_unless_regular(path)
@@ -162,6 +163,8 @@ def _classify(conn: sqlite3.Connection, path: str, views_only: bool) -> Identity
         if version > FORMAT_VERSION:
             raise StoreError(f"{path} was made by a newer turnlog (format {version}; this one reads up to"
                              f" {FORMAT_VERSION})")
+        if views_only and EVENTS_TABLE in tables and conn.execute(f"SELECT 1 FROM {EVENTS_TABLE} LIMIT 1").fetchone():
+            raise StoreError(f"{path} holds a log of its own: it cannot keep another log's read models")
         return Identity("turnlog", path)
     if not tables:
         raise StoreError(f"{path} is an SQLite database with no tables, not a turnlog database")

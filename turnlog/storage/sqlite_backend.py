@@ -63,6 +63,10 @@ class SqliteBackend:
         if self.callers_own():
             return self
         identity = dbfile.prepare(self.path, read_only=read_only, create_missing=create_missing)
+        if self.views_path != self.path and not _callers_own(self.views_path) and not read_only:
+            # Read models kept in a file of their own (views=): checked as a PostgreSQL log's are,
+            # a cache of the log made when missing.
+            dbfile.prepare(self.views_path, read_only=False, create_missing=True, views_only=True)
         if not read_only:
             if identity.kind == "legacy":
                 dbfile.mark(self.path)
