@@ -84,7 +84,9 @@ def test_bad_ledger_commands_are_one_line_usage_errors(tmp_path):
     for args, needle in ((["retry"], "one DELIVERY_ID or --dead"),
                          (["retry", "not-a-uuid"], "not a delivery id"),
                          (["abandon", "not-a-uuid", "--reason", "x"], "not a delivery id"),
-                         (["retry", "--attempts", "0", "--dead"], "--attempts")):
+                         (["retry", "--attempts", "0", "--dead"], "--attempts"),
+                         # past what an event holds: refused, never 'TypeError: Integer exceeds 64-bit range'
+                         (["retry", "--attempts", str(2**70), "--dead"], "attempts must be")):
         result = run("--db", str(db), "ledger", *args)
         assert result.exit_code == 2, (args, result.output)
         assert needle in result.output and "Traceback" not in result.output

@@ -27,6 +27,7 @@ from .base import TurnlogAggregate, stream_id
 from .transcript import message_at
 
 MAX_ATTEMPTS = 3
+MAX_GRANT = 1_000_000  # the most attempts one retry grants: an event's integers stay small
 OWED_STATES = ("pending", "attempting", "failed", "unknown")  # what a sweep looks at
 STATES = (*OWED_STATES, "delivered", "dead", "abandoned")  # every state a ledger row can be in
 RESEND, HOLD = "resend", "hold"  # what to do with an unknown row when no reconcile hook can tell
@@ -351,8 +352,8 @@ class Delivery(TurnlogAggregate):
     def retry(self, attempts: int, *, at: datetime, actor: str, cause: str) -> None:
         if self.finished or self.state in ("pending", "attempting"):
             raise DeliveryStateError(f"delivery {self.session_id}#{self.seq} is {self.state}: nothing to retry")
-        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
-            raise DeliveryStateError(f"attempts must be a positive integer, got {attempts!r}")
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= MAX_GRANT:
+            raise DeliveryStateError(f"attempts must be a positive integer up to {MAX_GRANT}, got {attempts!r}")
         self.record(Delivery.Retried, at=at, actor=actor, cause=cause, attempts=attempts)
 
     def abandon(self, reason: str, *, at: datetime, actor: str, cause: str) -> None:
