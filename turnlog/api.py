@@ -143,12 +143,12 @@ class Turnlog(DeprecatedNames):
         (EncryptionKeyMissing) having read and written nothing. `encryption`: whether a new
         database is encrypted (default: yes, unless TURNLOG_ENCRYPTION=0; docs/operations.md)."""
         self._read_only = read_only
+        self._config = config or EngineConfig()  # its TURNLOG_* values checked before a file is made
         master_key = asked_once(master_key)
         backend = storage_backend.create(location, views)
         if create and not read_only:
             encryption_setup.refuse_bad_key_for_new(backend, master_key, enable=encryption)
         self._backend = backend.prepare(read_only=read_only, create_missing=create and not read_only)
-        self._config = config or EngineConfig()
         self._clock = clock or SystemClock()
         encryption_setup.refuse_without_key(self._backend, master_key)
         self._app = self._backend.open_application()

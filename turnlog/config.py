@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,13 +33,27 @@ DEFAULT_HEARTBEAT_TTL_S = 60.0
 
 
 def _float_env(name: str, default: float) -> float:
+    """Seconds from the variable `name` (unset or blank: `default`); ValueError naming it when its
+    value is no finite number (a typo never turns into the default unseen)."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError:
-        return default
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise ValueError(f"{name}={raw!r} is not a number of seconds")
+    return seconds
+
+
+def _check_seconds(name: str, value: Any, *, zero_ok: bool) -> None:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value < 0 or (value == 0 and not zero_ok)):
+        more = "0 or more" if zero_ok else "more than 0"
+        env = {"lease_ttl_s": "TURNLOG_TURN_LEASE_TTL", "lease_timeout_s": "TURNLOG_TURN_LEASE_TIMEOUT",
+               "heartbeat_ttl_s": "TURNLOG_HEARTBEAT_TTL"}[name]
+        raise ValueError(f"{name} (env {env}) must be a number of seconds, {more}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,9 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         check_windows(self.dedup_window_s)
+        _check_seconds("lease_ttl_s", self.lease_ttl_s, zero_ok=False)
+        _check_seconds("lease_timeout_s", self.lease_timeout_s, zero_ok=True)
+        _check_seconds("heartbeat_ttl_s", self.heartbeat_ttl_s, zero_ok=False)
         if not isinstance(self.delivery_max_attempts, int) or self.delivery_max_attempts < 1:
             raise ValueError(f"delivery_max_attempts must be a positive integer, got {self.delivery_max_attempts!r}")
         bad = {p: v for p, v in dict(self.unknown_send_policy).items() if v not in (RESEND, HOLD)}
