@@ -342,11 +342,16 @@ def test_the_report_names_what_was_skipped_and_why(tmp_path) -> None:
     (["/nonexistent/hermes"], 2, "not a directory"),
     (["{tmp}"], 2, "no state.db"),
     (["{junk}"], 1, "not a readable SQLite database"),
+    (["{half}"], 1, "no messages table"),  # not 'OperationalError: no such table: messages'
 ])
 def test_bad_homes_fail_with_one_line(tmp_path, args: list[str], code: int, message: str) -> None:
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "state.db").write_text("not sqlite")
-    argv = [a.format(tmp=tmp_path, junk=tmp_path / "junk") for a in args]
+    half = copy_home(tmp_path / "half")
+    with sqlite3.connect(half / "state.db") as db:
+        db.execute("DROP TABLE messages")
+    db.close()
+    argv = [a.format(tmp=tmp_path, junk=tmp_path / "junk", half=half) for a in args]
     result = CliRunner().invoke(main, ["--db", str(tmp_path / "t.db"), "import-hermes", *argv])
     assert result.exit_code == code
     assert message in result.output and "Traceback" not in result.output

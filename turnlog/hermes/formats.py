@@ -143,9 +143,10 @@ def read_home(hermes_home: str | Path, profile: str | None = None, *, force: boo
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
         raise HermesHomeError(f"{home / 'state.db'}: not a readable SQLite database ({e})") from None
-    if "sessions" not in tables:
-        db.close()
-        raise HermesHomeError(f"{home / 'state.db'}: no sessions table (is this a Hermes state.db?)")
+    for needed in ("sessions", "messages"):
+        if needed not in tables:
+            db.close()
+            raise HermesHomeError(f"{home / 'state.db'}: no {needed} table (is this a Hermes state.db?)")
     try:
         version = _schema_version(db, tables, home, force)
     except HermesHomeError:
