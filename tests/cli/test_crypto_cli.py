@@ -96,3 +96,21 @@ def test_a_bad_master_key_makes_no_new_database(tmp_path, monkeypatch):
                  "--user-id", "42")
     assert_one_line_error(result, 1, "not base64")
     assert os.listdir(tmp_path) == []
+
+
+def test_encrypt_refuses_a_database_a_gateway_has_open(tmp_path):
+    # A gateway opened before the marker would go on writing its events unsealed after it, where
+    # erase cannot reach them: stop it first.
+    from harness import procs
+    db = tmp_path / "plain.db"
+    with Turnlog(str(db), encryption=False) as t:
+        t.handle_message(alice(), PHRASE, echo, collect([]))
+    holder = procs.start(db, "t = kit.turnlog(encryption=False); t.sessions(); kit.ready(); kit.hang()", work=tmp_path)
+    try:
+        procs.wait_for(tmp_path / "ready.json", holder)
+        assert_one_line_error(run("--db", str(db), "encrypt"), 1, f"in use by process {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert json.loads(ok("--db", str(db), "keys", "--json").stdout)["encrypted"] is False
+    assert json.loads(ok("--db", str(db), "encrypt", "--json").stdout)["fingerprint"]  # stopped: it goes

@@ -22,6 +22,7 @@ def encrypt(ctx: click.Context, out: Output) -> None:
     Events written from here are sealed under per-subject data keys; the events before stay as
     they were stored (the hash chain covers their bytes), and erase cannot reach them. The
     master key is TURNLOG_MASTER_KEY, or a new key file made beside the database (<db>.key).
+    Stop the gateways first: a database another process has open is refused.
     """
     report = engine(ctx).encrypt()
 

@@ -15,29 +15,22 @@ is not seen: POSIX locks never conflict within one process.)
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import sqlite3
-import struct
-import sys
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import DatabaseInUse, StoreError
+from ..errors import StoreError
 from . import dbfile
+from .dbfile import refuse_if_in_use
 from .chain import ChainSealer
 from .encryption import file_fingerprint, require_key
 from .keys import MasterKey, key_file, read_key_file, write_key_file
 from .sqlite_backend import SqliteBackend
 
 Progress = Callable[[int, int], None]
-# SQLite's lock bytes (os_unix.c): PENDING, RESERVED, then the SHARED range of 510 bytes.
-_LOCK_START = 0x40000000
-_LOCK_LENGTH = 512
-# struct flock: Linux orders it type, whence, start, len, pid; the BSDs and macOS start, len, pid, type, whence.
-_BSD_FLOCK = sys.platform == "darwin" or "bsd" in sys.platform
 _HASH_CHUNK = 1 << 20
 STEPS = 3  # copy, verify, hash
 
@@ -184,40 +177,6 @@ def restore(backup: str, target: str, *, force: bool = False, progress: Progress
         _remove(tmp)
     return RestoreReport(path=target, backup=backup, sha256=digest, events=checked.events, head=checked.head,
                          replaced=exists, key_fingerprint=needed)
-
-
-def refuse_if_in_use(path: str) -> None:
-    """DatabaseInUse when another process holds the SQLite database at `path` open."""
-    pid = holder(path)
-    if pid is not None:
-        raise DatabaseInUse(f"{path} is in use by process {pid}: stop the gateways and tools using it first")
-
-
-def holder(path: str) -> int | None:
-    """The id of a process holding the database at `path` open (its SQLite lock), or None."""
-    for name in (path, path + "-shm"):
-        if not os.path.exists(name):
-            continue
-        fd = os.open(name, os.O_RDONLY)
-        try:
-            start, length = (_LOCK_START, _LOCK_LENGTH) if name == path else (120, 16)  # -shm: the WAL-index locks
-            kind, pid = _conflicting_lock(fd, start, length)
-        finally:
-            os.close(fd)
-        if kind != fcntl.F_UNLCK:
-            return pid
-    return None
-
-
-def _conflicting_lock(fd: int, start: int, length: int) -> tuple[int, int]:
-    """F_GETLK for a write lock on the range: the kind of lock in the way (F_UNLCK: none) and its holder."""
-    if _BSD_FLOCK:
-        probe = struct.pack("qqihh", start, length, 0, fcntl.F_WRLCK, os.SEEK_SET)
-        _, _, pid, kind, _ = struct.unpack("qqihh", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
-    else:
-        probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
-        kind, _, _, _, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
-    return kind, pid
 
 
 def check(path: str) -> Checked:

@@ -19,13 +19,16 @@ write-ahead log exists and the file or its folder is read-only, so that SQLite c
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import stat
+import struct
+import sys
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from ..errors import ReadOnlyDatabase, StoreError
+from ..errors import DatabaseInUse, ReadOnlyDatabase, StoreError
 from .sqlite_errors import system_problem
 from .uri import file_uri
 
@@ -286,3 +289,44 @@ def describe(path: str) -> dict[str, str]:
 def read_connection(path: str) -> sqlite3.Connection:
     """A connection that can only read `path` (through its write-ahead log when it has one)."""
     return _connect_ro(path)
+
+
+# SQLite's lock bytes (os_unix.c): PENDING, RESERVED, then the SHARED range of 510 bytes.
+_LOCK_START = 0x40000000
+_LOCK_LENGTH = 512
+# struct flock: Linux orders it type, whence, start, len, pid; the BSDs and macOS start, len, pid, type, whence.
+_BSD_FLOCK = sys.platform == "darwin" or "bsd" in sys.platform
+
+
+def refuse_if_in_use(path: str) -> None:
+    """DatabaseInUse when another process holds the SQLite database at `path` open."""
+    pid = holder(path)
+    if pid is not None:
+        raise DatabaseInUse(f"{path} is in use by process {pid}: stop the gateways and tools using it first")
+
+
+def holder(path: str) -> int | None:
+    """The id of a process holding the database at `path` open (its SQLite lock), or None."""
+    for name in (path, path + "-shm"):
+        if not os.path.exists(name):
+            continue
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            start, length = (_LOCK_START, _LOCK_LENGTH) if name == path else (120, 16)  # -shm: the WAL-index locks
+            kind, pid = _conflicting_lock(fd, start, length)
+        finally:
+            os.close(fd)
+        if kind != fcntl.F_UNLCK:
+            return pid
+    return None
+
+
+def _conflicting_lock(fd: int, start: int, length: int) -> tuple[int, int]:
+    """F_GETLK for a write lock on the range: the kind of lock in the way (F_UNLCK: none) and its holder."""
+    if _BSD_FLOCK:
+        probe = struct.pack("qqihh", start, length, 0, fcntl.F_WRLCK, os.SEEK_SET)
+        _, _, pid, kind, _ = struct.unpack("qqihh", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+    else:
+        probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
+        kind, _, _, _, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, probe))
+    return kind, pid

@@ -146,6 +146,10 @@ def start(app: Any, backend: Any, master_key: MasterKey) -> Encryption:
     tables = tables_of(app, backend)
     if tables.marker() is not None:
         raise InvalidRequest(f"{backend.display} is encrypted already")
+    if key_path_of(backend) is not None and (app.recorder.max_notification_id() or 0) > 0:
+        # A gateway that opened the log before the marker would go on writing its events unsealed
+        # after it, where erase cannot reach them: none may have it open (a new log has none).
+        dbfile.refuse_if_in_use(backend.path)
     key_path = key_path_of(backend)
     key, source = resolve_master_key(master_key, key_path)
     if key is None:
