@@ -114,3 +114,24 @@ def test_encrypt_refuses_a_database_a_gateway_has_open(tmp_path):
         holder.wait()
     assert json.loads(ok("--db", str(db), "keys", "--json").stdout)["encrypted"] is False
     assert json.loads(ok("--db", str(db), "encrypt", "--json").stdout)["fingerprint"]  # stopped: it goes
+
+
+def test_keys_rotate_refuses_a_database_a_gateway_has_open(tmp_path):
+    # A gateway opened before the rotation would wrap a new subject's data key under the old master
+    # key, which then opens nothing: the database would be unreadable from that event on.
+    from harness import procs
+    db = tmp_path / "c.db"
+    with Turnlog(str(db)) as t:
+        t.handle_message(alice(), PHRASE, echo, collect([]))
+        fingerprint = t.key_fingerprint
+    holder = procs.start(db, "t = kit.turnlog(); t.sessions(); kit.ready(); kit.hang()", work=tmp_path)
+    try:
+        procs.wait_for(tmp_path / "ready.json", holder)
+        assert_one_line_error(run("--db", str(db), "keys", "rotate"), 1, f"in use by process {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert json.loads(ok("--db", str(db), "keys", "--json").stdout)["fingerprint"] == fingerprint
+    assert not os.path.exists(f"{db}.key.new")
+    rotated = json.loads(ok("--db", str(db), "keys", "rotate", "--json").stdout)  # stopped: it goes
+    assert rotated["previous_fingerprint"] == fingerprint

@@ -66,7 +66,10 @@ def _new_key(ctx: click.Context, param: click.Parameter, value: str | None) -> b
 @output_options
 @click.pass_context
 def rotate(ctx: click.Context, new_key_file: bytes | None, out: Output) -> None:
-    """Re-wrap every data key under a new master key; no event is rewritten."""
+    """Re-wrap every data key under a new master key; no event is rewritten.
+
+    Stop the gateways first: a database another process has open is refused.
+    """
     report = engine(ctx).rotate_master_key(new_key_file)
 
     def text() -> None:

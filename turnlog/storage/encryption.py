@@ -187,6 +187,10 @@ def rotate(enc: Encryption, new_master: bytes | None) -> tuple[str, str, int]:
     The new key file is written beside the old one first (`<db>.key.new`) and moved into place
     after the database commits, so a crash leaves a key that opens the database (`pending_key`)."""
     old = enc.fingerprint
+    if enc.key_path is not None:
+        # A gateway that has the file open keeps the old master key: a data key it makes for a new
+        # subject would be wrapped by a key that opens nothing any more. None may have it open.
+        dbfile.refuse_if_in_use(enc.key_path.removesuffix(".key"))  # key_file(): the database's path + .key
     if new_master is None:
         if enc.source != "file" or enc.key_path is None:
             raise InvalidRequest(f"the master key comes from {enc.source}: give the new key (turnlog cannot store it)")
