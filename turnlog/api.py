@@ -983,14 +983,18 @@ def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force
                            key_file_path=os.fspath(key_file) if key_file is not None else None)
 
 
+# What still answers once closed: close itself, and the key rule's answers (no store involved).
+_WITHOUT_THE_STORE = {"close", "routing_key", "route_id"}
+
+
 def _refuse_after_close(cls: type) -> None:
-    """Every public method of `cls` but close raises TurnlogClosed once the Turnlog is closed,
-    not the store's own error (sqlite3's "closed database", the pool's empty ConnectionPoolClosedError)."""
-    for klass in reversed(cls.__mro__[:-1]):
-        for name, member in vars(klass).items():
-            if name.startswith("_") or name == "close" or not inspect.isfunction(member):
-                continue
-            setattr(cls, name, _open_only(member))
+    """Every public method of `cls` but those above raises TurnlogClosed once the Turnlog is
+    closed, not the store's own error (sqlite3's "closed database", the pool's empty
+    ConnectionPoolClosedError). Its own methods only: inherited ones call these."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_") or name in _WITHOUT_THE_STORE or not inspect.isfunction(member):
+            continue
+        setattr(cls, name, _open_only(member))
 
 
 def _open_only(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -118,7 +118,9 @@ def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
 def test_a_closed_turnlog_says_so_on_every_call_never_a_store_error(tmp_path):
     t = Turnlog(str(tmp_path / "t.db"))
     sid = t.get_or_create_session(alice()).session_id
+    key = t.routing_key(alice())
     t.close()
+    assert t.routing_key(alice()) == key  # the key rule needs no store: it still answers
     calls = {
         "sessions": lambda: t.sessions(),
         "session": lambda: t.session(sid),
