@@ -128,3 +128,15 @@ def test_restore_refuses_a_backup_or_a_target_that_is_not_a_database(live, tmp_p
     assert_one_line_error(run("restore", str(live), "--db", str(tmp_path / "folder.db"), "--force"), 1,
                           "is a directory")
     assert notes.read_text() == "shopping list: eggs, milk\n"
+
+
+def test_a_backup_into_a_read_only_folder_names_the_folder_not_a_temporary(live, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        result = run("--db", str(live), "backup", str(folder / "b.db"))
+        assert_one_line_error(result, 1, f"directory {folder} is read-only")
+        assert ".backup" not in result.output and os.listdir(folder) == []
+    finally:
+        folder.chmod(0o755)

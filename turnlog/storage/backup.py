@@ -22,7 +22,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import StoreError
+from ..errors import ReadOnlyDatabase, StoreError
 from . import dbfile
 from .dbfile import refuse_if_in_use
 from .chain import ChainSealer
@@ -99,6 +99,8 @@ def take(source: str, out: str, *, taken_at: str, progress: Progress | None = No
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise StoreError(f"cannot write the backup {out}: directory {folder} does not exist")
+    if not dbfile.writable(out):
+        raise ReadOnlyDatabase(f"cannot write the backup {out}: directory {folder} is read-only")
     tmp = beside(out, "backup")
     try:
         _copy(source, tmp)
