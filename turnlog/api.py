@@ -143,6 +143,8 @@ class Turnlog(DeprecatedNames):
         (EncryptionKeyMissing) having read and written nothing. `encryption`: whether a new
         database is encrypted (default: yes, unless TURNLOG_ENCRYPTION=0; docs/operations.md)."""
         self._read_only = read_only
+        if config is not None and not isinstance(config, EngineConfig):
+            raise InvalidRequest(f"config must be an EngineConfig, not {type(config).__name__}")
         self._config = config or EngineConfig()  # its TURNLOG_* values checked before a file is made
         master_key = asked_once(master_key)
         backend = storage_backend.create(location, views)

@@ -4,6 +4,8 @@ deep inside, and record nothing."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from turnlog import InvalidRequest
@@ -59,3 +61,19 @@ def test_a_ledger_filter_of_the_wrong_kind(t, sid, options, mentions):
 def test_rebuild_given_one_name_as_a_string_rebuilds_that_model(t, sid):
     report = t.maintenance.rebuild("routes")
     assert report["projections"] == ["routes"]
+
+
+@pytest.mark.parametrize("options, mentions", [
+    ({"location": None}, "location"),
+    ({"location": 123}, "location"),
+    ({"location": b"t.db"}, "location"),
+    ({"views": 5}, "views"),
+    ({"config": "fast"}, "config"),
+])
+def test_a_turnlog_opened_with_the_wrong_kind_of_argument_makes_no_file(tmp_path, monkeypatch, options, mentions):
+    from turnlog import Turnlog
+    monkeypatch.chdir(tmp_path)
+    options = {"location": str(tmp_path / "t.db"), **options}
+    with pytest.raises(InvalidRequest, match=mentions):
+        Turnlog(options.pop("location"), **options)
+    assert os.listdir(tmp_path) == []

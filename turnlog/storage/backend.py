@@ -14,7 +14,7 @@ from typing import Protocol
 
 from eventsourcing.application import Application
 
-from ..errors import StoreError
+from ..errors import InvalidRequest, StoreError
 from .log import LogAccess
 from .postgres_backend import PostgresBackend
 from .sqlite_backend import SqliteBackend
@@ -73,7 +73,12 @@ class Backend(Protocol):
 
 
 def create(location: str | os.PathLike[str], views_path: str | None = None) -> Backend:
-    text = os.fspath(location)
+    text = os.fspath(location) if isinstance(location, (str, os.PathLike)) else location
+    if not isinstance(text, str):
+        raise InvalidRequest(f"the database location must be a path or a postgresql:// URL, not {type(text).__name__}")
+    views_path = os.fspath(views_path) if isinstance(views_path, os.PathLike) else views_path
+    if views_path is not None and not isinstance(views_path, str):
+        raise InvalidRequest(f"views must be the path of a read-model file, not {type(views_path).__name__}")
     if not text:
         raise StoreError("the database location is empty")
     if needs_views(text):
