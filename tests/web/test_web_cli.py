@@ -59,6 +59,21 @@ def test_a_database_that_is_not_turnlogs_is_one_line_and_untouched(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
 
 
+def test_a_port_in_use_or_a_host_that_is_no_address_is_one_line(tmp_path):
+    db = str(tmp_path / "log.db")
+    web_db.build(db)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["--db", db, "web", "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines() == [f"Error: cannot listen on 127.0.0.1:{port}: address already in use"]
+    nowhere = CliRunner().invoke(main, ["--db", db, "web", "--host", "999.1.1.1", "--token", "t", "--port", "0"])
+    assert nowhere.exit_code == 1, nowhere.output
+    assert nowhere.output.strip().splitlines()[-1].startswith("Error: cannot listen on 999.1.1.1:0: ")
+
+
 def test_served_off_loopback_every_request_needs_the_token(tmp_path):
     db = str(tmp_path / "log.db")
     web_db.build(db)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import click
 
@@ -18,6 +19,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def refuse_unless_listenable(host: str, port: int) -> None:
+    """Bind HOST:PORT once and let go, so that a port in use or a host that is no address of this
+    machine is one line (uvicorn would log it and exit 3, after the banner said it serves)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise click.ClickException(f"cannot listen on {host}:{port}: {reason[:1].lower()}{reason[1:]}") from None
 
 
 @command()
@@ -47,6 +61,7 @@ def web(ctx: click.Context, host: str, port: int, token: str | None, max_diff_ev
         raise click.ClickException(f"turnlog web needs its extra ({e.name} is missing):"
                                    " pip install 'turnlog[web]'") from None
 
+    refuse_unless_listenable(host, port)
     db = ctx.find_root().obj["db"]
     app = create_app(db, token=token, allowed_hosts=LOOPBACK_HOSTS if loopback else None,
                      max_diff_events=max_diff_events)
