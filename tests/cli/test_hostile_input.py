@@ -394,3 +394,39 @@ def test_the_table_covers_every_command():
     # replaces the file at --db instead of opening it (tests/cli/test_backup_cli.py).
     opening = {name for name in main.list_commands(ctx)} - {"key", "bench", "demo", "web", "restore"}
     assert opening == {args[0] for _, args in COMMANDS}
+
+
+def test_a_database_damaged_inside_is_named_as_damaged(tmp_path):
+    db = tmp_path / "damaged.db"
+    with Turnlog(str(db), encryption=False) as t:
+        for i in range(200):
+            t.handle_message(alice(f"m{i}"), f"hello {i} " + "words " * 40, agent, lambda text: None)
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for start in range(len(data) // 4 // page * page, len(data) * 3 // 4, 8 * page):  # every 8th page of its middle
+        data[start:start + page] = b"\xde\xad\xbe\xef" * (page // 4)  # the header (page 1) intact
+    db.write_bytes(bytes(data))
+    for args in (["verify"], ["verify", "--chain"], ["rebuild", "--all"]):
+        result = run(db, args)
+        assert_one_line_failure(result, 1, str(db), "is damaged")
+        assert "DatabaseError" not in result.stderr and "TURNLOG_DEBUG" not in result.stderr
+
+
+def test_a_log_damaged_where_its_events_are_is_named_as_damaged(tmp_path):
+    # The file opens (its header, schema and marker are whole); reading the events meets the damage.
+    db = tmp_path / "damaged.db"
+    with Turnlog(str(db), encryption=False) as t:
+        for i in range(100):
+            t.handle_message(alice(f"m{i}"), f"hello {i} " + "words " * 40, agent, lambda text: None)
+    conn = sqlite3.connect(db)
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'stored_events' AND pagetype = 'leaf'")]
+    conn.close()
+    data = bytearray(db.read_bytes())
+    for page in pages[len(pages) // 2:]:
+        data[(page - 1) * size:page * size] = b"\xde\xad\xbe\xef" * (size // 4)
+    db.write_bytes(bytes(data))
+    for args in (["verify", "--chain"], ["rebuild", "--all"]):
+        result = run(db, args)
+        assert_one_line_failure(result, 1, str(db), "is damaged")
+        assert "DatabaseError" not in result.stderr and "TURNLOG_DEBUG" not in result.stderr

@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from ..errors import DatabaseInUse, ReadOnlyDatabase, StoreError
-from .sqlite_errors import system_problem
+from .sqlite_errors import is_damaged, system_problem
 from .uri import file_uri
 
 MARKER_TABLE = "turnlog_meta"
@@ -138,6 +138,8 @@ def unreadable(path: str, error: sqlite3.Error) -> StoreError:
     problem = system_problem(error)
     if problem is not None:
         return StoreError(f"cannot read {path}: {problem} ({error}); the file itself was not judged")
+    if is_damaged(error):
+        return StoreError(f"{path} is damaged ({error}): restore it from a backup (turnlog restore)")
     return StoreError(f"{path} is not a turnlog database ({error})")
 
 

@@ -57,3 +57,14 @@ def system_problem(error: BaseException) -> str | None:
         return next((what for prefix, what in _SYSTEM if name.startswith(prefix)), None)
     text = str(error).lower()
     return next((what for needle, what in _MESSAGES if needle in text), None)
+
+
+def is_damaged(error: BaseException) -> bool:
+    """SQLite read the file and found its pages damaged (SQLITE_CORRUPT: "database disk image is
+    malformed"): a database of some kind, hurt, not a file of the wrong kind."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    name = error_name(error)
+    if name:
+        return name.startswith("SQLITE_CORRUPT")
+    return "malformed" in str(error).lower()
