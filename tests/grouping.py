@@ -5,7 +5,6 @@ backend contract use it)."""
 from __future__ import annotations
 
 import threading
-import warnings
 from typing import Any, Callable
 
 from turnlog import SessionSource, Turnlog
@@ -19,10 +18,8 @@ def source(n: int) -> SessionSource:
 
 
 def internals(t: Turnlog) -> tuple[Any, Any]:
-    """The recorder and the group committer (through the deprecated attributes: no public face)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return t.app.recorder, t.ctx.commits
+    """The recorder and the group committer (the engine's private attributes: no public face)."""
+    return t._app.recorder, t._ctx.commits
 
 
 class Transactions:

@@ -29,11 +29,11 @@ def build(path: str) -> dict[str, str]:
         t.handle_message(src, HOSTILE, lambda history, item: f"echo {item.text}", sent.append)
         first = t.get_or_create_session(src, touch_activity=False).session_id
         clock.advance(seconds=30)
-        token = t.acquire_lease(first, t.routing_key(src))
-        t.append_message(token, "assistant", "", tool_calls=[{"id": "c1", "type": "function", "function": {
+        token = t.turns.acquire_lease(first, t.routing_key(src))
+        t.turns.append_message(token, "assistant", "", tool_calls=[{"id": "c1", "type": "function", "function": {
             "name": "grep", "arguments": '{"pattern": "</details><script>"}'}}], token_count=12)
-        t.append_message(token, "tool", "tool said 你好", tool_call_id="c1", name="grep", token_count=5)
-        t.release_lease(token)
+        t.turns.append_message(token, "tool", "tool said 你好", tool_call_id="c1", name="grep", token_count=5)
+        t.turns.release_lease(token)
         clock.advance(minutes=2)
         t.suspend(src, "operator", actor="cli:test", cause="test:suspend")
         clock.advance(minutes=1)
@@ -46,5 +46,5 @@ def build(path: str) -> dict[str, str]:
         t.handle_message(bob, "plain hello from bob", lambda h, item: "hi bob", sent.append)
         bob_session = t.get_or_create_session(bob, touch_activity=False).session_id
         t.stop_gateway()
-        head = t.projections.head()
+        head = t._projections.head()
     return {"first": first, "second": second, "bob": bob_session, "head": str(head)}

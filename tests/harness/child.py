@@ -96,8 +96,8 @@ class Child:
     def responder(self, history: Sequence[Any], item: Any) -> str:
         steps = [self.by_id[m] for m in item.message_ids if m in self.by_id]
         # The lease says which key the turn is for (read-model queries are not made from worker threads).
-        holder = self.t.lease_holder(history[-1].session_id) or {}
-        if holder.get("owner_key") == self.loop_key and not self.final:
+        holder = self.t.turns.holder(history[-1].session_id)
+        if holder is not None and holder.owner_key == self.loop_key and not self.final:
             self.loop_busy.set()
             while True:  # the looping agent: never returns, only a kill ends it
                 time.sleep(3600)

@@ -22,7 +22,7 @@ def retry(t: Turnlog, source: SessionSource) -> None:
     """/retry: the last turn leaves the history and its text runs again as a new turn."""
     assert t.command(source, "/retry").turn_pending
     t.run_next(source, lambda history, item: f"again: {item.text}", lambda *a: None)
-    t.clock.advance(60)
+    t._clock.advance(60)
 
 
 def compact(t: Turnlog, session_id: str, keep_turns: int = 0, focus: str | None = None) -> None:
@@ -40,7 +40,7 @@ def tool_turn(word: str) -> Any:
 def say(t: Turnlog, source: SessionSource, text: str, responder: Any = None) -> str:
     [outcome] = t.handle_message(source, text, responder or (lambda history, item: f"re: {item.text}"),
                                  lambda *a: None)
-    t.clock.advance(60)
+    t._clock.advance(60)
     return outcome.session_id
 
 

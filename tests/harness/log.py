@@ -32,9 +32,9 @@ def iter_events(t: Turnlog, topics: Iterable[str] = ()) -> Iterator[Logged]:
     wanted = [x if ":" in x else f"turnlog:{x}" for x in topics]
     start = 1
     while True:
-        batch = t.app.recorder.select_notifications(start, BATCH, topics=wanted)
+        batch = t._app.recorder.select_notifications(start, BATCH, topics=wanted)
         for n in batch:
-            yield Logged(n.id, n.topic, t.app.mapper.to_domain_event(n))
+            yield Logged(n.id, n.topic, t._app.mapper.to_domain_event(n))
         if len(batch) < BATCH:
             return
         start = batch[-1].id + 1
@@ -45,4 +45,4 @@ def events(t: Turnlog, *topics: str) -> list[Logged]:
 
 
 def event_count(t: Turnlog) -> int:
-    return t.app.recorder.max_notification_id() or 0
+    return t._app.recorder.max_notification_id() or 0

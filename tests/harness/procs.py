@@ -72,29 +72,29 @@ class Kit:
 
     def kill_after_save(self, t: Any, predicate: Callable[[tuple[Any, ...]], bool]) -> None:
         """SIGKILL this process right after `t` commits a save whose items `predicate` picks."""
-        original = t.app.save
+        original = t._app.save
 
         def save(*items: Any, **kwargs: Any) -> Any:
             result = original(*items, **kwargs)
             if predicate(items):
                 self.kill_self()
             return result
-        t.app.save = save
+        t._app.save = save
 
     def kill_before_save(self, t: Any, predicate: Callable[[tuple[Any, ...]], bool]) -> None:
         """SIGKILL this process as `t` is about to save items that `predicate` picks (decided, not saved)."""
-        original = t.app.save
+        original = t._app.save
 
         def save(*items: Any, **kwargs: Any) -> Any:
             if predicate(items):
                 self.kill_self()
             return original(*items, **kwargs)
-        t.app.save = save
+        t._app.save = save
 
     def kill_in_transaction(self, t: Any, topic: str) -> None:
         """SIGKILL this process inside the SQLite transaction that inserts an event of `topic`, after
         its rows are written and before the commit."""
-        recorder = t.app.recorder
+        recorder = t._app.recorder
         original = recorder._insert_events
 
         def insert(c: Any, stored_events: Any, **kwargs: Any) -> Any:
@@ -107,7 +107,7 @@ class Kit:
     def kill_at_write(self, t: Any, n: int) -> None:
         """SIGKILL this process inside its n-th write transaction (lone or shared by a group), after
         its rows are written and before the commit."""
-        recorder = t.app.recorder
+        recorder = t._app.recorder
         original = recorder._insert_events
         writes = [0]
         counting = threading.Lock()
@@ -129,7 +129,7 @@ class Kit:
         sent or acknowledged what its save recorded)."""
         if point not in ("in_transaction", "after_commit"):
             raise ValueError(f"unknown kill point {point!r}")
-        app, recorder = t.app, t.app.recorder
+        app, recorder = t._app, t._app.recorder
         groups = [0]
         killing = threading.local()
         put_group, insert = app.put_group, recorder._insert_events
@@ -154,8 +154,8 @@ class Kit:
         """From now on, a save that group commit is about to write alone first waits until `behind`
         other saves are queued behind it (or LINE_UP_S), so the transaction after it is a group:
         with several keys in flight, each lone commit is followed by a group commit for certain."""
-        commits = t.ctx.commits
-        group_save, app_save = commits.save, t.app.save
+        commits = t._ctx.commits
+        group_save, app_save = commits.save, t._app.save
         within = threading.local()
 
         def save(items: Any) -> Any:
@@ -170,7 +170,7 @@ class Kit:
                 commits.wait_queued(behind, LINE_UP_S)
             return app_save(*items, **kwargs)
         commits.save = save
-        t.app.save = save_alone
+        t._app.save = save_alone
 
 
 _BOOT = """
