@@ -63,7 +63,7 @@ def test_a_dm_keyed_without_an_account_is_claimed_by_the_first_account(t):
 
     assert moved.session_key == "agent:main:weixin:dm:bot_a:wxid_u1"
     assert (moved.session_id, moved.created, moved.reason) == (old.session_id, False, "account_migration")
-    routes = {r["session_key"]: r["session_id"] for r in t.routes()}
+    routes = {r.session_key: r.session_id for r in t.routes()}
     assert routes == {"agent:main:weixin:dm:wxid_u1": None, "agent:main:weixin:dm:bot_a:wxid_u1": old.session_id}
     moves = [(h.event, h.actor, h.cause, h.data["reason"]) for h in t.history(old.session_id)
              if h.event in ("RouteDetached", "RouteRegistered", "RouteBound")]
@@ -88,7 +88,7 @@ def test_a_group_keyed_without_an_account_never_moves(t):
     keyed = t.get_or_create_session(telegram_group("7001"))
 
     assert keyed.created and keyed.session_id != old.session_id and keyed.reason == "first_message"
-    routes = {r["session_key"]: r["session_id"] for r in t.routes()}
+    routes = {r.session_key: r.session_id for r in t.routes()}
     assert routes["agent:main:telegram:group:-100123:42"] == old.session_id  # still where it was
 
 
@@ -121,7 +121,7 @@ def test_a_delivery_recorded_before_accounts_existed_still_loads(tmp_path):
         first = old.ledger()[0]
         with pytest.raises(InvalidRequest, match="is already delivered"):  # read back, state and all
             old.turns.deliver(uuid.UUID(first.delivery_id), lambda text: None)
-        assert old.verify()["ok"]
+        assert old.maintenance.verify()["ok"]
 
 
 def test_two_accounts_racing_for_one_old_dm_split_it_once(make_turnlog):

@@ -41,7 +41,7 @@ async def ticker(stop: asyncio.Event, lags: list[float], work: list[float], peri
 
 def _store_calls_on(t: Turnlog, threads: list[str]) -> None:
     """Record the thread of every call into the store's recorder (where SQLite I/O happens)."""
-    recorder = t.app.recorder
+    recorder = t._app.recorder
     for name in dir(recorder):
         method = getattr(recorder, name)
         if name.startswith("_") or not callable(method):
@@ -109,7 +109,7 @@ def _run_200_keys(db: str) -> tuple[float, float, float, list[str]]:
         assert sent == {f"c{k}": [f"re:k{k} m{n}" for n in range(PER_KEY)] for k in range(KEYS)}
         assert most_running >= CONCURRENT  # the keys really ran concurrently
         ledger = t.ledger()
-        assert len(ledger) == KEYS * PER_KEY and {r["state"] for r in ledger} == {"delivered"}
+        assert len(ledger) == KEYS * PER_KEY and {r.state for r in ledger} == {"delivered"}
     finally:
         t.close()
     return max(work), max(lags), elapsed, store_threads
@@ -142,7 +142,7 @@ def test_one_key_runs_its_turns_one_at_a_time_in_arrival_order(tmp_path):
 
     async def burst_accepted(count: int) -> None:
         deadline = time.monotonic() + 120
-        while not any(row["state"] == "pending" and len(row["message_ids"]) == count
+        while not any(row.state == "pending" and len(row.message_ids) == count
                       for row in await asyncio.to_thread(t.queue, source(1, 0))):
             assert time.monotonic() < deadline, "the burst was never accepted"
             await asyncio.sleep(0.01)

@@ -44,7 +44,7 @@ def t(make_turnlog):
 def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):
     session_id = t.get_or_create_session(alice("m-1")).session_id
     with Turnlog(db, clock=clock, owner="dead-gateway") as dead:
-        dead.acquire_lease(session_id, t.routing_key(alice("m-1")))  # and it never renews it
+        dead.turns.acquire_lease(session_id, t.routing_key(alice("m-1")))  # and it never renews it
     asked: list[str] = []
     sent: list[str] = []
 
@@ -69,28 +69,28 @@ def test_a_cancelled_call_leaves_its_message_to_the_next_run(t, db, clock):
     asyncio.run(cancelled_call())
 
     assert asked == [] and sent == []
-    assert [item["state"] for item in t.queue(alice("m-1"))] == ["pending"]  # not started with nobody to answer it
+    assert [item.state for item in t.queue(alice("m-1"))] == ["pending"]  # not started with nobody to answer it
     status = t.status()
-    assert status["active_turns"] == []
-    assert [lease["owner"] for lease in status["expired_leases"]] == ["dead-gateway"]
+    assert status.active_turns == []
+    assert [lease.owner for lease in status.expired_leases] == ["dead-gateway"]
 
     # The next drain of the queue answers it.
     outcomes = [t.run_next(source, lambda history, item: f"re: {item.text}", sent.append)
                 for source in t.pending_inbound()]
     assert [o.session_id for o in outcomes if o] == [session_id] and sent == ["re: hello"]
-    assert t.queue(alice("m-1")) == [] and t.status()["active_turns"] == []
+    assert t.queue(alice("m-1")) == [] and t.status().active_turns == []
 
 
 def test_status_lists_a_lease_its_holder_left_to_expire_apart_from_running_turns(t, db, clock):
     session_id = t.get_or_create_session(alice("m-1")).session_id
-    token = t.acquire_lease(session_id, t.routing_key(alice("m-1")))
-    assert [lease["session_id"] for lease in t.status()["active_turns"]] == [session_id]
+    token = t.turns.acquire_lease(session_id, t.routing_key(alice("m-1")))
+    assert [lease.session_id for lease in t.status().active_turns] == [session_id]
 
     clock.advance(TTL_S)  # nobody renewed it
 
     status = t.status()
-    assert status["active_turns"] == []
-    assert [(lease["session_id"], lease["epoch"]) for lease in status["expired_leases"]] == [(session_id, token.epoch)]
+    assert status.active_turns == []
+    assert [(lease.session_id, lease.epoch) for lease in status.expired_leases] == [(session_id, token.epoch)]
 
 
 class HeldClock(ManualClock):
@@ -140,8 +140,8 @@ def test_a_caller_cancelled_while_its_message_is_accepted_leaves_it_to_the_next_
 
     with Turnlog(db, clock=clock, owner="gateway-b") as t:
         assert asked == []
-        assert [item["state"] for item in t.queue(alice("m-1"))] == ["pending"]
-        assert t.status()["active_turns"] == []
+        assert [item.state for item in t.queue(alice("m-1"))] == ["pending"]
+        assert t.status().active_turns == []
         sent: list[str] = []
         outcome = t.run_next(alice("m-1"), lambda history, item: f"re: {item.text}", sent.append)
         assert outcome is not None and sent == ["re: hello"]

@@ -25,17 +25,17 @@ def test_the_async_gateway_example_answers_every_message_with_a_tool_call(tmp_pa
 
     with Turnlog(db) as t:
         ledger = t.ledger()
-        assert len(ledger) == int(summary["replies"]) and {r["state"] for r in ledger} == {"delivered"}
+        assert len(ledger) == int(summary["replies"]) and {r.state for r in ledger} == {"delivered"}
         answered = 0
         for s in t.sessions():
-            messages = t.transcript(s["session_id"])
+            messages = t.transcript(s.session_id)
             turns = [messages[i:i + 4] for i in range(0, len(messages), 4)]
             for turn in turns:  # user, assistant calling the tool, the tool's result, the answer
                 assert [m["role"] for m in turn] == ["user", "assistant", "tool", "assistant"]
                 assert turn[1]["tool_calls"][0]["id"] == turn[2]["tool_call_id"]
                 assert len({m["turn_id"] for m in turn}) == 1
             answered += sum(turn[0]["content"].count("message ") for turn in turns)
-            assert t.queue(s["session_key"]) == []
+            assert t.queue(s.session_key) == []
         assert answered == 8  # every message answered, bursts merged by the queue rule
-        assert len(t.usage(t.sessions()[0]["session_id"])) >= 1
-        assert t.status("async-example")["last_boot"]["state"] == "stopped"
+        assert len(t.usage(t.sessions()[0].session_id)) >= 1
+        assert t.status("async-example").last_boot.state == "stopped"

@@ -59,8 +59,8 @@ def test_close_cancels_a_turn_that_outlasts_its_wait_and_releases_its_lease(db):
     assert isinstance(error, TurnlogClosed) and "closed while the turn ran" in str(error)
     assert turn.sent == []
     with engine(db, clock, "gateway-b") as after:
-        session_id = after.sessions()[0]["session_id"]
-        assert after.lease_holder(session_id) is None  # released now, not at the TTL
+        session_id = after.sessions()[0].session_id
+        assert after.turns.holder(session_id) is None  # released now, not at the TTL
         assert after.queue(alice("m-1")) == []  # its item was failed, not left started
         [outcome] = after.handle_message(alice("m-2"), "again", lambda h, item: f"re: {item.text}",
                                          turn.sent.append, timeout=0)
@@ -81,7 +81,7 @@ def test_close_waits_for_a_running_turn_to_end(db):
 
     assert not closer.is_alive() and turn.raised == [] and turn.sent == ["re: hello"]
     with engine(db, clock, "gateway-b") as after:
-        assert after.lease_holder(after.sessions()[0]["session_id"]) is None
+        assert after.turns.holder(after.sessions()[0].session_id) is None
         assert after.queue(alice("m-1")) == []
 
 
@@ -111,7 +111,7 @@ def test_close_cancels_an_asyncio_agent_with_a_clear_error(db):
 
     assert isinstance(error, TurnlogClosed), repr(error)
     with engine(db, clock, "gateway-b") as after:
-        assert after.lease_holder(after.sessions()[0]["session_id"]) is None
+        assert after.turns.holder(after.sessions()[0].session_id) is None
         assert after.queue(alice("m-1")) == []
 
 

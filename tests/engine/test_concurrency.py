@@ -31,6 +31,6 @@ def test_eight_processes_on_one_key_get_one_session_per_round(tmp_path):
         sessions = engine.sessions()
         routes = engine.routes()
     assert len(sessions) == ROUNDS
-    assert {s["session_id"] for s in sessions} == {ids[0] for ids in ids_by_round.values()}
-    assert {r["session_key"]: r["session_id"] for r in routes} == {
-        s["session_key"]: s["session_id"] for s in sessions}
+    assert {s.session_id for s in sessions} == {ids[0] for ids in ids_by_round.values()}
+    assert {r.session_key: r.session_id for r in routes} == {
+        s.session_key: s.session_id for s in sessions}

@@ -17,8 +17,8 @@ def weixin(message_id=None, user="u1"):
 
 
 def user_messages(t, key):
-    return [m["content"] for s in t.sessions() if s["session_key"] == key
-            for m in t.transcript(s["session_id"]) if m["role"] == "user"]
+    return [m["content"] for s in t.sessions() if s.session_key == key
+            for m in t.transcript(s.session_id) if m["role"] == "user"]
 
 
 def refusals(t, key):
@@ -96,7 +96,7 @@ def test_a_redelivered_command_is_refused_and_not_run_twice(tmp_path):
         assert t.handle_message(alice("m3"), "still here?", echo, lambda text: None)[0].session_id == second != first
         assert t.command(alice("q1"), "/queue later").changed
         assert not t.command(alice("q1"), "/queue later").changed
-        assert [q["text"] for q in t.queue(KEY)] == ["later"]
+        assert [q.text for q in t.queue(KEY)] == ["later"]
         assert [r[2:4] for r in refusals(t, KEY)] == [("message_id", "c1"), ("message_id", "q1")]
 
 
@@ -122,7 +122,7 @@ def test_two_processes_accepting_one_message_id_at_once_accept_it_once(tmp_path)
         child.join(60)
     assert outcomes == ["None", "message_id", "message_id", "message_id"]
     with Turnlog(db) as t:
-        assert [q["text"] for q in t.queue(alice())] == ["hello"]
+        assert [q.text for q in t.queue(alice())] == ["hello"]
 
 
 def test_the_text_window_is_settable_per_platform_for_its_retry_window(tmp_path):

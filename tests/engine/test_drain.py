@@ -57,8 +57,8 @@ def test_a_drain_with_nothing_running_stops_clean(db):
     t.start_gateway(GW)
     t.handle_message(alice("m1"), "hello", reply_with("hi"), lambda text: None)
     assert t.drain("shutdown", timeout_s=0.2) is True
-    last = t.status(GW)["last_boot"]
-    assert (last["state"], last["drain_reason"], last["drain_timed_out"], last["ended_clean"]) == \
+    last = t.status(GW).last_boot
+    assert (last.state, last.drain_reason, last.drain_timed_out, last.ended_clean) == \
         ("stopped", "shutdown", False, True)
     [begun] = events(t, "GatewayDrainBegun")
     assert (begun.boot_id, begun.reason, begun.timeout_s) == (t.owner, "shutdown", 0.2)
@@ -78,11 +78,11 @@ def test_a_turn_running_when_the_drain_times_out_is_resumed_by_the_next_start(db
     mark = f"{reason}_timeout"
 
     t = boot(db, 2)
-    last = t.status(GW)["last_boot"]
-    assert (last["boot_id"], last["state"], last["drain_reason"], last["drain_timed_out"], last["ended_clean"]) == \
+    last = t.status(GW).last_boot
+    assert (last.boot_id, last.state, last.drain_reason, last.drain_timed_out, last.ended_clean) == \
         (out["boot"], "stopped_unclean", reason, True, False)
-    [pending] = t.status(GW)["resume_pending"]
-    assert pending["resume_reason"] == mark
+    [pending] = t.status(GW).resume_pending
+    assert pending.resume_reason == mark
     [marked] = events(t, "ResumePendingMarked")
     [begun] = events(t, "GatewayDrainBegun")
     assert marked.position < begun.position  # pre-drain: marked before waiting (#27856)
@@ -92,16 +92,16 @@ def test_a_turn_running_when_the_drain_times_out_is_resumed_by_the_next_start(db
     report = t.start_gateway(GW)
     assert report.previous_clean is False and report.recovery.recovered_boots == [out["boot"]]
     [turn] = report.recovery.interrupted
-    assert (turn.session_id, turn.action) == (pending["session_id"], "resume_pending")
-    assert t.status(GW)["resume_pending"][0]["resume_reason"] == mark  # the drain's reason is kept
+    assert (turn.session_id, turn.action) == (pending.session_id, "resume_pending")
+    assert t.status(GW).resume_pending[0].resume_reason == mark  # the drain's reason is kept
 
     notes, sent = [], []
     [outcome] = t.resume_interrupted(lambda h, i: notes.append((h[-1].content, i.text)) or "migrated", sent.append)
-    assert outcome.session_id == pending["session_id"]
+    assert outcome.session_id == pending.session_id
     assert f"interrupted by {NOTES[reason]}" in notes[0][0] and notes[0][1] == "run the migration"
     assert sent == ["migrated"]
     assert t.resume_interrupted(never_called, never_called) == []
-    assert t.status(GW)["resume_pending"] == []
+    assert t.status(GW).resume_pending == []
 
 
 def test_a_turn_finishing_within_the_drain_timeout_leaves_a_clean_stop(db):
@@ -118,20 +118,20 @@ def test_a_turn_finishing_within_the_drain_timeout_leaves_a_clean_stop(db):
     watcher = boot(db, 0)  # another reader of the log: the agent finishes once the drain has begun
 
     def finish_when_draining():
-        while watcher.status(GW)["last_boot"]["state"] != "draining":
+        while watcher.status(GW).last_boot.state != "draining":
             time.sleep(0.01)
         release.set()
 
     threading.Thread(target=finish_when_draining, daemon=True).start()
-    while not t.status(GW)["active_turns"]:
+    while not t.status(GW).active_turns:
         time.sleep(0.01)
     assert t.drain("restart", timeout_s=60) is True
     worker.join()
-    last = t.status(GW)["last_boot"]
-    assert (last["state"], last["drain_timed_out"], last["ended_clean"]) == ("stopped", False, True)
+    last = t.status(GW).last_boot
+    assert (last.state, last.drain_timed_out, last.ended_clean) == ("stopped", False, True)
     assert [e.reason for e in events(t, "ResumePendingMarked")] == ["restart_timeout"]
     assert len(events(t, "ResumePendingCleared")) == 1
-    assert t.status(GW)["resume_pending"] == []
+    assert t.status(GW).resume_pending == []
 
     report = boot(db, 5).start_gateway(GW)
     assert report.previous_clean is True and report.recovery.interrupted == []
@@ -144,7 +144,7 @@ def test_a_gateway_killed_while_draining_keeps_the_drain_reason(db, tmp_path):
     try:
         watcher = boot(db, 0)
         deadline = time.monotonic() + procs.CHILD_TIMEOUT_S
-        while not (watcher.status(GW)["last_boot"] or {}).get("state") == "draining":
+        while getattr(watcher.status(GW).last_boot, "state", None) != "draining":
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.01)
         watcher.close()
@@ -153,9 +153,9 @@ def test_a_gateway_killed_while_draining_keeps_the_drain_reason(db, tmp_path):
         child.wait()
 
     t = boot(db, 2)
-    assert t.status(GW)["last_boot"]["state"] == "draining"
-    [pending] = t.status(GW)["resume_pending"]
-    assert pending["resume_reason"] == "restart_timeout"
+    assert t.status(GW).last_boot.state == "draining"
+    [pending] = t.status(GW).resume_pending
+    assert pending.resume_reason == "restart_timeout"
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "resume_pending"
     notes = []
@@ -186,7 +186,7 @@ def test_a_reply_being_sent_when_the_drain_times_out_is_redelivered_not_answered
     out = json.loads(procs.run(db, DRAIN_WHILE_SENDING, at=T0))
     assert out["clean"] is False
     t = boot(db, 2)
-    assert [r["resume_reason"] for r in t.status(GW)["resume_pending"]] == ["restart_timeout"]
+    assert [r.resume_reason for r in t.status(GW).resume_pending] == ["restart_timeout"]
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "redeliver"
 
@@ -194,7 +194,7 @@ def test_a_reply_being_sent_when_the_drain_times_out_is_redelivered_not_answered
     swept = t.sweep_deliveries(collect(sent))
     assert len(swept.delivered) == 1
     assert len(sent) == 1 and sent[0].startswith(PREFIX) and sent[0].endswith("all green")
-    assert t.status(GW)["resume_pending"] == []  # the sweep delivered it: nothing is left to resume
+    assert t.status(GW).resume_pending == []  # the sweep delivered it: nothing is left to resume
     assert t.resume_interrupted(never_called, never_called) == []
     assert [m["role"] for m in t.transcript(turn.session_id)] == ["user", "assistant"]
 

@@ -17,7 +17,7 @@ t = kit.turnlog(owner="first")
 t.start_gateway("main")
 source = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42")
 session_id = t.get_or_create_session(source).session_id
-t.acquire_lease(session_id, t.routing_key(source), timeout=5)  # a turn in progress
+t.turns.acquire_lease(session_id, t.routing_key(source), timeout=5)  # a turn in progress
 kit.ready(session_id=session_id)
 kit.hang()
 """
@@ -33,8 +33,8 @@ def test_a_live_boot_is_not_replaced_or_recovered_until_its_process_is_gone(tmp_
                 t.start_gateway("main")
             with pytest.raises(GatewayStillRunning):
                 t.recover("main")
-            assert t.status("main")["last_boot"]["boot_id"] == "first"  # no boot was recorded
-            assert [a["owner"] for a in t.status("main")["active_turns"]] == ["first"]
+            assert t.status("main").last_boot.boot_id == "first"  # no boot was recorded
+            assert [a.owner for a in t.status("main").active_turns] == ["first"]
         result = CliRunner().invoke(main, ["--db", db, "recover"])
         assert result.exit_code == 1 and "still running" in result.output and "Traceback" not in result.output
     finally:

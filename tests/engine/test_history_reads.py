@@ -27,7 +27,7 @@ class DecodedMessages:
 
     def __init__(self, engine):
         self.count = 0
-        mapper = engine.app.mapper
+        mapper = engine._app.mapper
         decode = mapper.to_domain_event
 
         def spy(stored):

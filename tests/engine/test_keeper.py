@@ -102,7 +102,7 @@ def test_a_turn_whose_lease_is_revoked_by_stop_is_cancelled_and_its_writes_refus
         session_id = a.get_or_create_session(ALICE).session_id
         assert [m["content"] for m in a.transcript(session_id)] == ["do the long thing"]  # "too late" refused
         with pytest.raises(StaleLease):
-            a.append_message(seen["token"], "assistant", "sneaking in")
+            a.turns.append_message(seen["token"], "assistant", "sneaking in")
         assert outcomes_of(a) == {"1": "stopped"} and started_items(a) == []
     finally:
         a.close()
@@ -154,16 +154,16 @@ def test_the_keeper_renews_nothing_while_no_time_passes(tmp_path):
         events = [h.event for h in t.history(ALICE)]
         assert "LeaseRenewed" in events  # the turn's own writes renew it
         assert not [h for h in t.history(ALICE) if h.cause == "keeper"]
-        beats = lambda: [e.expires_at for e in t.app.events.get(_heartbeat(t))]  # noqa: E731
+        beats = lambda: [e.expires_at for e in t._app.events.get(_heartbeat(t))]  # noqa: E731
         assert beats() == [clock.now() + _seconds(60)]  # recorded with the boot, not renewed since
         clock.advance(19)
-        t.keeper.tick()
+        t._keeper.tick()
         assert len(beats()) == 1  # not due before a third of its TTL
         clock.advance(1)
-        t.keeper.tick()
+        t._keeper.tick()
         assert beats()[-1] == clock.now() + _seconds(60)
         t.stop_gateway()
-        assert type(list(t.app.events.get(_heartbeat(t)))[-1]).__name__ == "Ended"
+        assert type(list(t._app.events.get(_heartbeat(t)))[-1]).__name__ == "Ended"
 
 
 def _heartbeat(t):

@@ -41,10 +41,10 @@ def test_a_second_gateways_sweep_never_claims_a_row_a_live_gateway_is_sending(tm
         with Turnlog(db) as west:
             west.start_gateway("west")
             [row] = west.ledger()
-            assert (row["state"], row["owner"]) == ("attempting", data["boot"])
+            assert (row.state, row.owner) == ("attempting", data["boot"])
             swept = west.sweep_deliveries(lambda target, text: pytest.fail("claimed a live gateway's row"))
-            assert swept.delivered == [] and swept.skipped == [row["delivery_id"]]
-            assert west.ledger()[0]["attempts"] == 1
+            assert swept.delivered == [] and swept.skipped == [row.delivery_id]
+            assert west.ledger()[0].attempts == 1
     finally:
         live.kill()
         live.wait()
@@ -80,7 +80,7 @@ def _other_host_boot_is_recovered_only_after_its_heartbeat_expired(location: str
                 t.recover("main")
             with pytest.raises(GatewayStillRunning):
                 t.start_gateway("main")
-            assert [a["owner"] for a in t.status("main")["active_turns"]] == [data["boot"]]
+            assert [a.owner for a in t.status("main").active_turns] == [data["boot"]]
     finally:
         child.kill()
         child.wait()

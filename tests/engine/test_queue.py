@@ -48,7 +48,7 @@ def drain(t, source, agent, outbox=None):
 
 
 def pending(t, source=ALICE):
-    return [(q["kind"], q["text"]) for q in t.queue(source) if q["state"] == "pending"]
+    return [(q.kind, q.text) for q in t.queue(source) if q.state == "pending"]
 
 
 def events(t, source=ALICE, name=None):
@@ -63,7 +63,7 @@ def test_accepted_message_is_an_event_before_processing(t):
     assert accepted.merged is False
     assert accepted.depth == 1
     rows = t.queue(ALICE)
-    assert [(r["kind"], r["text"], r["state"], r["session_id"]) for r in rows] == [("human", "hello", "pending", None)]
+    assert [(r.kind, r.text, r.state, r.session_id) for r in rows] == [("human", "hello", "pending", None)]
     recorded = events(t, name="InboundAccepted")
     assert [(h.data["kind"], h.data["text"]) for h in recorded] == [("human", "hello")]
     assert recorded[0].position == accepted.position
@@ -206,7 +206,7 @@ def test_busy_cap_refuses_the_33rd_item_and_records_the_refusal(t):
     assert result.reply.startswith("Not queued:") and "32" in result.reply
 
     assert len(t.queue(ALICE)) == BUSY_CAP
-    assert "q32" not in [q["text"] for q in t.queue(ALICE)]
+    assert "q32" not in [q.text for q in t.queue(ALICE)]
     rejected = events(t, name="InboundRejected")
     assert [(h.data["kind"], h.data["text"], h.data["reason"]) for h in rejected] == [
         ("queued", "q32", "busy_cap"), ("human", "a human line", "busy_cap"), ("queued", "q33", "busy_cap")]
@@ -273,7 +273,7 @@ def test_stop_revokes_the_running_turn_whose_later_write_is_refused(t, other):
         t.run_next(ALICE, Agent(during=stop_midway), outbox)
     assert [s.reply for s in stops] == ["Stopped."]
     sid = stops[0].session_id
-    assert t.lease_holder(sid) is None
+    assert t.turns.holder(sid) is None
     revoked = [h for h in t.history(sid) if h.event == "LeaseRevoked"]
     assert [h.data["reason"] for h in revoked] == ["stop"]
     # the user message stays; the late reply and its delivery never happened
@@ -331,10 +331,10 @@ def test_a_crash_never_loses_an_accepted_message(tmp_path, db):
 
     with Turnlog(db, owner="restarted-gateway") as fresh:
         rows = fresh.queue(ALICE)
-        assert [(r["kind"], r["text"], r["state"]) for r in rows] == [
+        assert [(r.kind, r.text, r.state) for r in rows] == [
             ("human", "h1\nh2", "pending"), ("queued", "q1", "pending"), ("queued", "q2", "pending"),
             ("wakeup", "w1\nw2", "pending"), ("human", "h3", "pending"), ("queued", "q3", "pending")]
-        assert sorted({r["item_id"] for r in rows}) == sorted(set(info["item_ids"]))
+        assert sorted({r.item_id for r in rows}) == sorted(set(info["item_ids"]))
         # and they are served, in order, by the new process
         agent = Agent()
         drain(fresh, ALICE, agent)

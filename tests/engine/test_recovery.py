@@ -108,10 +108,10 @@ def test_a_boot_is_recorded_with_its_boot_id_pid_host_and_time(db):
     report = t.start_gateway(GW)
     assert report.boot_id == t.owner
     assert report.previous_boot_id is None and report.previous_clean is None
-    last = t.status(GW)["last_boot"]
-    assert (last["boot_id"], last["pid"], last["host"]) == (t.owner, os.getpid(), socket.gethostname())
-    assert last["started_at"] == at(0).isoformat()
-    assert last["state"] == "running" and last["ended_clean"] is None
+    last = t.status(GW).last_boot
+    assert (last.boot_id, last.pid, last.host) == (t.owner, os.getpid(), socket.gethostname())
+    assert last.started_at == at(0).isoformat()
+    assert last.state == "running" and last.ended_clean is None
     [started] = events(t, "GatewayStarted")
     assert (started.boot_id, started.pid, started.host, started.timestamp) == (t.owner, os.getpid(),
                                                                                socket.gethostname(), at(0))
@@ -122,7 +122,7 @@ def test_a_clean_stop_lets_the_next_start_skip_recovery(db):
     first.start_gateway(GW)
     first.handle_message(alice("m1", user_name="alice"), "hello", reply_with("hi"), lambda text: None)
     first.stop_gateway()
-    assert first.status(GW)["last_boot"]["ended_clean"] is True
+    assert first.status(GW).last_boot.ended_clean is True
     [stopped] = events(first, "GatewayStopped")
     assert (stopped.boot_id, stopped.clean, stopped.drain_timed_out) == (first.owner, True, False)
 
@@ -138,7 +138,7 @@ def test_a_clean_stop_drops_an_orphan_marker_unresumed(db):
     first = boot(db, 0)
     first.start_gateway(GW)
     routed = first.get_or_create_session(alice(user_name="alice"))
-    first.acquire_lease(routed.session_id, routed.session_key)  # a turn the stop did not wait for
+    first.turns.acquire_lease(routed.session_id, routed.session_key)  # a turn the stop did not wait for
     first.stop_gateway()
 
     second = boot(db, 5)
@@ -146,10 +146,10 @@ def test_a_clean_stop_drops_an_orphan_marker_unresumed(db):
     assert report.previous_clean is True
     assert report.recovery.clean_boots_with_orphans == [first.owner]
     assert report.recovery.interrupted == []
-    assert second.lease_holder(routed.session_id) is None
+    assert second.turns.holder(routed.session_id) is None
     [revoked] = events(second, "LeaseRevoked")
     assert revoked.reason == "orphan_after_clean_stop"
-    assert second.session(routed.session_id)["resume_pending"] is False
+    assert second.session(routed.session_id).resume_pending is False
     assert second.resume_interrupted(never_called, never_called) == []
 
 
@@ -163,8 +163,8 @@ def test_an_unclean_stop_is_read_from_the_log_alone(db, tmp_path):
     (tmp_path / ".clean_shutdown").write_text("a marker file from some other program means nothing")
 
     t = boot(db, 2)
-    last = t.status(GW)["last_boot"]
-    assert (last["boot_id"], last["pid"], last["state"], last["recovered"]) == (boot_id, killed.pid, "running",
+    last = t.status(GW).last_boot
+    assert (last.boot_id, last.pid, last.state, last.recovered) == (boot_id, killed.pid, "running",
                                                                                 False)
     report = t.start_gateway(GW)
     assert (report.previous_boot_id, report.previous_clean) == (boot_id, False)
@@ -181,7 +181,7 @@ def broken(*args, **kwargs):
     raise RuntimeError("a bad release: every boot dies during start-up")
 for n in range(BOOTS):
     crashing = kit.turnlog()
-    crashing.recovery.recover = broken
+    crashing._recovery.recover = broken
     try:
         crashing.start_gateway("main")
     except RuntimeError:
@@ -204,7 +204,7 @@ def test_an_interrupted_turn_survives_a_long_crash_loop_of_later_boots(db):
     [turn] = report.recovery.interrupted
     assert (turn.session_id, turn.boot_id, turn.action) == (killed.data["session_id"], killed.data["boot"],
                                                             "resume_pending")
-    assert t.status(GW)["active_turns"] == []
+    assert t.status(GW).active_turns == []
     assert report.boot_storm is True  # a crash loop: no auto-resume this boot, the session waits
     assert t.resume_interrupted(never_called, never_called) == []
     t.stop_gateway()
@@ -222,12 +222,12 @@ def test_killed_inside_the_send_the_reply_is_redelivered_once_with_the_prefix(db
 
     t = boot(db, 2)
     [row] = t.ledger()
-    assert (row["state"], row["attempts"], row["owner"]) == ("attempting", 1, killed.data["boot"])
+    assert (row.state, row.attempts, row.owner) == ("attempting", 1, killed.data["boot"])
     report = t.start_gateway(GW)
     [turn] = report.recovery.interrupted
     assert turn.action == "redeliver"
     session_id = turn.session_id
-    assert t.session(session_id)["resume_pending"] is False
+    assert t.session(session_id).resume_pending is False
 
     sent = Sent()
     swept = t.sweep_deliveries(sent)
@@ -236,7 +236,7 @@ def test_killed_inside_the_send_the_reply_is_redelivered_once_with_the_prefix(db
     assert (target["platform"], target["chat_id"]) == ("telegram", "42")
     assert text.startswith(PREFIX) and text.endswith("\n\nthe answer is 42")
     [row] = t.ledger()
-    assert (row["state"], row["attempts"], row["recovered"]) == ("delivered", 2, True)
+    assert (row.state, row.attempts, row.recovered) == ("delivered", 2, True)
 
     assert t.sweep_deliveries(never_called).delivered == []
     assert t.resume_interrupted(never_called, never_called) == []
@@ -254,9 +254,9 @@ def test_killed_inside_the_send_the_reply_is_redelivered_once_with_the_prefix(db
 
 LOW_LEVEL = child("""
 routed = t.get_or_create_session(src)
-token = t.acquire_lease(routed.session_id, routed.session_key)
-t.append_message(token, "user", "summarise the thread")
-t.append_message(token, "assistant", REPLY)
+token = t.turns.acquire_lease(routed.session_id, routed.session_key)
+t.turns.append_message(token, "user", "summarise the thread")
+t.turns.append_message(token, "assistant", REPLY)
 kit.ready(boot=t.owner, session_id=routed.session_id)
 kit.hang()
 """)
@@ -270,7 +270,7 @@ def test_a_reply_persisted_outside_the_ledger_becomes_one_unowned_row(db):
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "unowned_row"
     [row] = t.ledger()
-    assert row["owner"] is None and row["state"] != "delivered"
+    assert row.owner is None and row.state != "delivered"
 
     sent = Sent()
     assert len(t.sweep_deliveries(sent).delivered) == 1
@@ -280,7 +280,7 @@ def test_a_reply_persisted_outside_the_ledger_becomes_one_unowned_row(db):
     assert t.sweep_deliveries(never_called).delivered == []
     assert t.resume_interrupted(never_called, never_called) == []
     assert [m["content"] for m in t.transcript(session_id)] == ["summarise the thread", "the thread says: ship it"]
-    assert t.session(session_id)["resume_pending"] is False
+    assert t.session(session_id).resume_pending is False
 
 
 def test_a_bare_silence_marker_on_a_human_turn_becomes_the_silence_notice(db):
@@ -323,9 +323,9 @@ def test_an_interrupted_turn_without_a_reply_is_resumed_exactly_once_with_a_syst
     t = boot(db, 2)
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert turn.action == "resume_pending"
-    [pending] = t.status(GW)["resume_pending"]
-    assert (pending["session_id"], pending["resume_reason"]) == (session_id, "restart_interrupted")
-    assert [c["session_id"] for c in t.resume_candidates()] == [session_id]
+    [pending] = t.status(GW).resume_pending
+    assert (pending.session_id, pending.resume_reason) == (session_id, "restart_interrupted")
+    assert [c.session_id for c in t.resume_candidates()] == [session_id]
     assert t.sweep_deliveries(never_called).delivered == []
 
     seen, sent = [], []
@@ -342,7 +342,7 @@ def test_an_interrupted_turn_without_a_reply_is_resumed_exactly_once_with_a_syst
     assert role == "system" and "interrupted by a gateway interruption" in note
     assert item_text == "please look into the build"  # the interrupted message, not an empty turn
     assert sent == ["picking up where I left off"]
-    assert t.session(session_id)["resume_pending"] is False
+    assert t.session(session_id).resume_pending is False
     assert t.queue(alice(user_name="alice")) == []
 
     assert t.resume_interrupted(never_called, never_called) == []
@@ -360,10 +360,10 @@ def test_a_resume_racing_an_inbound_turn_does_not_answer_twice(db):
     first = t.get_or_create_session(alice(user_name="alice")).session_id
     second = t.get_or_create_session(bob).session_id
     t.mark_resume_pending(first, "restart_interrupted")
-    t.clock.advance(1)
+    t._clock.advance(1)
     t.mark_resume_pending(second, "restart_interrupted")
     t.start_gateway(GW)
-    assert [c["session_id"] for c in t.resume_candidates()] == [first, second]
+    assert [c.session_id for c in t.resume_candidates()] == [first, second]
     other = boot(db, 0)  # another worker of the gateway, serving bob's chat meanwhile
     resumed = []
 
@@ -394,7 +394,7 @@ def test_three_interrupted_turns_in_a_row_suspend_the_session(db):
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert (turn.session_id, turn.action) == (session_id, "suspended_stuck_loop")
     status = t.status(GW)
-    assert [(s["session_id"], s["suspend_reason"]) for s in status["suspended"]] == [(session_id, "stuck_loop")]
+    assert [(s.session_id, s.suspend_reason) for s in status.suspended] == [(session_id, "stuck_loop")]
     assert t.resume_candidates() == []
     assert t.resume_interrupted(never_called, never_called) == []
     assert t.queue(alice(user_name="alice")) == []
@@ -436,7 +436,7 @@ def test_a_completed_turn_in_between_resets_the_count(db):
     t = boot(db, 10)
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert (turn.session_id, turn.action) == (session_id, "resume_pending")  # 4 interrupted, 2 in a row
-    assert t.status(GW)["suspended"] == []
+    assert t.status(GW).suspended == []
     t.stop_gateway()
 
     procs.crash(db, RESUME_IN_AGENT, at=at(12))
@@ -472,7 +472,7 @@ def test_the_count_is_derived_from_events_so_it_survives_restarts_and_rebuilds(d
     [turn] = t.start_gateway(GW).recovery.interrupted
     assert (turn.session_id, turn.action) == (session_id, "suspended_stuck_loop")
     assert cli_run(db, "rebuild", "--all").exit_code == 0
-    assert [s["session_id"] for s in t.status(GW)["suspended"]] == [session_id]
+    assert [s.session_id for s in t.status(GW).suspended] == [session_id]
 
 
 # -- 5. auto-resume selection ---------------------------------------------------------------------
@@ -501,16 +501,16 @@ def test_only_the_three_restart_reasons_are_auto_resumed(db):
         ["restart_timeout", "shutdown_timeout", "restart_interrupted", "operator", "compression_failed"])}
     for reason, session_id in ids.items():
         t.mark_resume_pending(session_id, reason)
-        t.clock.advance(1)
+        t._clock.advance(1)
     suspended = _session(t, "99")
     t.mark_resume_pending(suspended, "restart_timeout")
     t.suspend(suspended, "operator")
     t.start_gateway(GW)
     expected = [ids["restart_timeout"], ids["shutdown_timeout"], ids["restart_interrupted"]]
-    assert [c["session_id"] for c in t.resume_candidates()] == expected
+    assert [c.session_id for c in t.resume_candidates()] == expected
     outcomes = t.resume_interrupted(reply_with("back"), lambda text: None)
     assert [o.session_id for o in outcomes] == expected
-    left = {r["session_id"]: r["resume_reason"] for r in t.status(GW)["resume_pending"]}
+    left = {r.session_id: r.resume_reason for r in t.status(GW).resume_pending}
     assert left == {ids["operator"]: "operator", ids["compression_failed"]: "compression_failed",
                     suspended: "restart_timeout"}
 
@@ -519,13 +519,13 @@ def test_a_marker_older_than_the_freshness_window_is_not_auto_resumed(db):
     t = boot(db, 0, config=EngineConfig(freshness_window_s=600))
     fresh, stale = _session(t, "1"), _session(t, "2")
     t.mark_resume_pending(stale, "restart_timeout")
-    t.clock.advance(seconds=1)
+    t._clock.advance(seconds=1)
     t.mark_resume_pending(fresh, "restart_timeout")
-    t.clock.advance(seconds=600)  # stale: 601 s old; fresh: exactly 600 s old
+    t._clock.advance(seconds=600)  # stale: 601 s old; fresh: exactly 600 s old
     t.start_gateway(GW)
-    assert [c["session_id"] for c in t.resume_candidates()] == [fresh]
+    assert [c.session_id for c in t.resume_candidates()] == [fresh]
     assert [o.session_id for o in t.resume_interrupted(reply_with("back"), lambda text: None)] == [fresh]
-    assert [r["session_id"] for r in t.status(GW)["resume_pending"]] == [stale]
+    assert [r.session_id for r in t.status(GW).resume_pending] == [stale]
 
 
 def test_the_boot_storm_guard_skips_auto_resume_and_keeps_sessions_resume_pending(db):
@@ -543,7 +543,7 @@ def test_the_boot_storm_guard_skips_auto_resume_and_keeps_sessions_resume_pendin
         t.stop_gateway()
         t.close()
     assert tripped == [False, False, True, True]
-    assert [r["session_id"] for r in setup.status(GW)["resume_pending"]] == [session_id]
+    assert [r.session_id for r in setup.status(GW).resume_pending] == [session_id]
 
     t = Turnlog(db, clock=ManualClock(T0 + timedelta(seconds=200)))
     assert t.start_gateway(GW).boot_storm is False
@@ -605,14 +605,14 @@ def test_recover_dry_run_changes_nothing(db):
     assert "would recover 1 unclean boot(s)" in cli_run(db, "recover", "--dry-run").output
     with Turnlog(db) as t:
         assert event_count(t) == before
-        assert len(t.status(GW)["expired_leases"]) == 1 and t.status(GW)["resume_pending"] == []
+        assert len(t.status(GW).expired_leases) == 1 and t.status(GW).resume_pending == []
 
     result = cli_run(db, "recover", "--json")
     assert json.loads(result.stdout)["recovered_boots"] == [killed.data["boot"]]
     with Turnlog(db) as t:
         assert event_count(t) > before
-        assert t.status(GW)["active_turns"] == [] and t.status(GW)["expired_leases"] == []
-        assert [r["resume_reason"] for r in t.status(GW)["resume_pending"]] == ["restart_interrupted"]
+        assert t.status(GW).active_turns == [] and t.status(GW).expired_leases == []
+        assert [r.resume_reason for r in t.status(GW).resume_pending] == ["restart_interrupted"]
     assert json.loads(cli_run(db, "recover", "--json").stdout)["recovered_boots"] == []
 
 

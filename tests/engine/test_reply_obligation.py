@@ -28,9 +28,9 @@ def by_the_turn_path(tmp_path, reply: str, *, kind: str = "human") -> list[dict]
 def by_record_reply(tmp_path, reply: str, *, internal: bool = False, reply_to=ALICE_IN_GROUP) -> list[dict]:
     t = engine(tmp_path / "api.db")
     route = t.get_or_create_session(ALICE_IN_GROUP)
-    token = t.acquire_lease(route.session_id, route.session_key, timeout=5)
-    t.append_message(token, "user", "hello")
-    t.record_reply(token, reply, reply_to=reply_to, internal=internal, inbound_message_id="m1")
+    token = t.turns.acquire_lease(route.session_id, route.session_key, timeout=5)
+    t.turns.append_message(token, "user", "hello")
+    t.turns.record_reply(token, reply, reply_to=reply_to, internal=internal, inbound_message_id="m1")
     return t.ledger()
 
 
@@ -39,9 +39,9 @@ def test_a_reply_owes_the_same_delivery_either_way(tmp_path, reply):
     turn = by_the_turn_path(tmp_path, reply)
     api = by_record_reply(tmp_path, reply)
     assert len(turn) == len(api) == 1
-    assert {f: turn[0][f] for f in SAME_FIELDS} == {f: api[0][f] for f in SAME_FIELDS}
-    assert turn[0]["content"] == ("the answer" if reply == "the answer" else SILENCE_NOTICE)
-    assert (turn[0]["platform"], turn[0]["chat_id"], turn[0]["thread_id"]) == ("telegram", "-100", "7")
+    assert {f: getattr(turn[0], f) for f in SAME_FIELDS} == {f: getattr(api[0], f) for f in SAME_FIELDS}
+    assert turn[0].content == ("the answer" if reply == "the answer" else SILENCE_NOTICE)
+    assert (turn[0].platform, turn[0].chat_id, turn[0].thread_id) == ("telegram", "-100", "7")
 
 
 def test_silence_on_an_internal_turn_owes_nothing_either_way(tmp_path):
@@ -51,4 +51,4 @@ def test_silence_on_an_internal_turn_owes_nothing_either_way(tmp_path):
 
 def test_without_reply_to_the_reply_goes_back_to_the_sessions_origin(tmp_path):
     [row] = by_record_reply(tmp_path, "the answer", reply_to=None)
-    assert (row["platform"], row["chat_id"], row["thread_id"]) == ("telegram", "-100", "7")
+    assert (row.platform, row.chat_id, row.thread_id) == ("telegram", "-100", "7")

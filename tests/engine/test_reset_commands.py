@@ -22,7 +22,7 @@ class Outbox:
 
 def route_of(t, source=ALICE):
     key = t.routing_key(source)
-    return next(r for r in t.routes() if r["session_key"] == key)
+    return next(r for r in t.routes() if r.session_key == key)
 
 
 def named(t, key_or_session, event):
@@ -43,8 +43,8 @@ def test_reset_invalidates_the_running_turn_and_starts_over(t, other, command):
     first = turn(t, "hello")
     old = first.session_id
     # a turn is running in gateway A when gateway B gets the command
-    running = t.acquire_lease(old, first.session_key, timeout=0.1)
-    t.append_message(running, "user", "a question")
+    running = t.turns.acquire_lease(old, first.session_key, timeout=0.1)
+    t.turns.append_message(running, "user", "a question")
     t.accept(ALICE, "queued follow-up")
     t.command(ALICE, "/queue queued item")
 
@@ -56,12 +56,12 @@ def test_reset_invalidates_the_running_turn_and_starts_over(t, other, command):
     # generation over: the running turn's late writes are refused
     history_before = [(h.position, h.event) for h in t.history(old)]
     with pytest.raises(StaleLease):
-        t.append_message(running, "assistant", "late answer")
+        t.turns.append_message(running, "assistant", "late answer")
     assert [(h.position, h.event) for h in t.history(old)] == history_before
     # lease released (revoked) and recorded
-    assert t.lease_holder(old) is None
+    assert t.turns.holder(old) is None
     assert [h.data["reason"] for h in named(t, old, "LeaseRevoked")] == ["session_reset"]
-    assert t.release_lease(running) is False
+    assert t.turns.release_lease(running) is False
     # conversation scope cleared, children interrupted (none were running here)
     cleared = named(t, old, "ConversationScopeCleared")
     assert len(cleared) == 1
@@ -72,11 +72,11 @@ def test_reset_invalidates_the_running_turn_and_starts_over(t, other, command):
     assert t.queue(ALICE) == []
     assert [h.data["reason"] for h in named(t, ALICE, "InboundDropped")] == ["session_reset"]
     # the route is detached, the old session ended, its transcript kept
-    assert route_of(t)["session_id"] is None
-    assert route_of(t)["bound_reason"] == "session_reset"
-    ended = next(s for s in t.sessions() if s["session_id"] == old)
-    assert ended["end_reason"] == "session_reset"
-    assert ended["routed"] is False
+    assert route_of(t).session_id is None
+    assert route_of(t).bound_reason == "session_reset"
+    ended = next(s for s in t.sessions() if s.session_id == old)
+    assert ended.end_reason == "session_reset"
+    assert ended.routed is False
     assert [(m["role"], m["content"]) for m in t.transcript(old)] == [
         ("user", "hello"), ("assistant", "re: hello"), ("user", "a question")]
 
@@ -85,7 +85,7 @@ def test_reset_invalidates_the_running_turn_and_starts_over(t, other, command):
     assert after.session_id != old
     assert after.created_session is True
     assert after.reason == "route_detached"
-    assert route_of(t)["session_id"] == after.session_id
+    assert route_of(t).session_id == after.session_id
     assert [m["content"] for m in t.transcript(after.session_id)] == ["fresh start", "re: fresh start"]
     assert [m["content"] for m in t.transcript(old)] == ["hello", "re: hello", "a question"]
 
@@ -95,7 +95,7 @@ def test_reset_of_an_idle_session_needs_no_lease(t):
     assert t.command(ALICE, "/new").changed is True
     assert not named(t, first.session_id, "LeaseRevoked")
     assert named(t, first.session_id, "ConversationScopeCleared")
-    assert route_of(t)["session_id"] is None
+    assert route_of(t).session_id is None
 
 
 def test_reset_on_a_key_never_routed_changes_nothing(t):
@@ -132,7 +132,7 @@ def test_resume_switches_the_key_back_to_the_old_session(t):
     assert result.reply == f"Resumed session {old}."
     assert result.session_id == old
     assert result.changed is True
-    assert route_of(t)["session_id"] == old
+    assert route_of(t).session_id == old
 
     back = turn(t, "back again")
     assert back.session_id == old
@@ -145,8 +145,8 @@ def test_resume_switches_the_key_back_to_the_old_session(t):
     assert len(reopened) == 1
     rebound = [h for h in named(t, ALICE, "RouteBound") if h.data["reason"] == "session_switch"]
     assert [(h.data["session_id"], h.data["previous_session_id"]) for h in rebound] == [(old, new)]
-    assert next(s for s in t.sessions() if s["session_id"] == new)["end_reason"] == "session_switch"
-    assert next(s for s in t.sessions() if s["session_id"] == old)["end_reason"] is None
+    assert next(s for s in t.sessions() if s.session_id == new).end_reason == "session_switch"
+    assert next(s for s in t.sessions() if s.session_id == old).end_reason is None
 
 
 def test_resume_unknown_session_replies_and_changes_nothing(t):
@@ -187,8 +187,8 @@ def test_silent_human_turn_delivers_the_silence_notice(t):
     # the assistant row keeps the marker (alternation kept); the ledger holds what was sent
     assert [(m["role"], m["content"]) for m in t.transcript(outcome.session_id)] == [
         ("user", "are you there?"), ("assistant", "[SILENT]")]
-    rows = [r for r in t.ledger() if r["session_id"] == outcome.session_id]
-    assert [(r["seq"], r["content"], r["state"]) for r in rows] == [(outcome.reply_seq, SILENCE_NOTICE, "delivered")]
+    rows = [r for r in t.ledger() if r.session_id == outcome.session_id]
+    assert [(r.seq, r.content, r.state) for r in rows] == [(outcome.reply_seq, SILENCE_NOTICE, "delivered")]
 
 
 def test_silent_wakeup_turn_owes_no_delivery(t):
@@ -199,11 +199,11 @@ def test_silent_wakeup_turn_owes_no_delivery(t):
     assert outcome.session_id == sid
     assert outcome.delivery_state is None
     assert outbox.sent == []
-    assert [r["seq"] for r in t.ledger() if r["session_id"] == sid] == [2]  # only the human turn's reply
+    assert [r.seq for r in t.ledger() if r.session_id == sid] == [2]  # only the human turn's reply
     assert t.transcript(sid)[-1]["content"] == "NO_REPLY"
     assert not [h for h in t.history(sid) if h.event == "DeliveryRecorded" and h.data["seq"] == outcome.reply_seq]
     assert t.queue(ALICE) == []
-    assert t.lease_holder(sid) is None
+    assert t.turns.holder(sid) is None
 
 
 def test_wakeup_turn_with_a_real_reply_is_delivered(t):
@@ -217,14 +217,14 @@ def test_wakeup_turn_with_a_real_reply_is_delivered(t):
 
 def test_record_reply_silence_on_an_internal_turn_returns_no_delivery(t):
     r = t.get_or_create_session(ALICE)
-    tok = t.acquire_lease(r.session_id, r.session_key, timeout=0.1)
-    t.append_message(tok, "user", "internal poke")
-    msg, delivery = t.record_reply(tok, "[SILENT]", reply_to=ALICE, internal=True)
+    tok = t.turns.acquire_lease(r.session_id, r.session_key, timeout=0.1)
+    t.turns.append_message(tok, "user", "internal poke")
+    msg, delivery = t.turns.record_reply(tok, "[SILENT]", reply_to=ALICE, internal=True)
     assert delivery is None
     assert msg.role == "assistant"
-    msg, delivery = t.record_reply(tok, "[SILENT]", reply_to=ALICE)
+    msg, delivery = t.turns.record_reply(tok, "[SILENT]", reply_to=ALICE)
     assert delivery is not None
-    assert [r["content"] for r in t.ledger()] == [SILENCE_NOTICE]
+    assert [r.content for r in t.ledger()] == [SILENCE_NOTICE]
 
 
 # -- delivery ledger ---------------------------------------------------------------------------
@@ -232,45 +232,45 @@ def test_record_reply_silence_on_an_internal_turn_returns_no_delivery(t):
 
 def _reply_owing_delivery(t, text="the answer", source=ALICE):
     r = t.get_or_create_session(source)
-    tok = t.acquire_lease(r.session_id, r.session_key, timeout=0.1)
-    t.append_message(tok, "user", "question")
-    msg, delivery_id = t.record_reply(tok, text, reply_to=source)
-    t.release_lease(tok)
+    tok = t.turns.acquire_lease(r.session_id, r.session_key, timeout=0.1)
+    t.turns.append_message(tok, "user", "question")
+    msg, delivery_id = t.turns.record_reply(tok, text, reply_to=source)
+    t.turns.release_lease(tok)
     return r.session_id, msg, delivery_id
 
 
 def _row(t, delivery_id):
-    return next(r for r in t.ledger() if r["delivery_id"] == str(delivery_id))
+    return next(r for r in t.ledger() if r.delivery_id == str(delivery_id))
 
 
 def test_delivery_goes_pending_attempting_delivered(t):
     sid, msg, did = _reply_owing_delivery(t)
     row = _row(t, did)
-    assert (row["state"], row["attempts"], row["owner"]) == ("pending", 0, None)
-    assert (row["session_id"], row["seq"], row["platform"], row["chat_id"]) == (sid, msg.seq, "telegram", "42")
-    assert [r["delivery_id"] for r in t.ledger("pending")] == [str(did)]
+    assert (row.state, row.attempts, row.owner) == ("pending", 0, None)
+    assert (row.session_id, row.seq, row.platform, row.chat_id) == (sid, msg.seq, "telegram", "42")
+    assert [r.delivery_id for r in t.ledger("pending")] == [str(did)]
 
-    attempt = t.attempt_delivery(did)
+    attempt = t.turns.attempt_delivery(did)
     assert attempt.attempt == 1
     assert attempt.text == "the answer"
     row = _row(t, did)
-    assert (row["state"], row["attempts"], row["owner"], row["recovered"]) == ("attempting", 1, "gateway-a", False)
+    assert (row.state, row.attempts, row.owner, row.recovered) == ("attempting", 1, "gateway-a", False)
 
-    assert t.settle_delivery(did) == "delivered"
+    assert t.turns.settle_delivery(did) == "delivered"
     row = _row(t, did)
-    assert (row["state"], row["attempts"], row["last_error"]) == ("delivered", 1, None)
+    assert (row.state, row.attempts, row.last_error) == ("delivered", 1, None)
     assert t.ledger("pending") == []
-    assert [r["delivery_id"] for r in t.ledger("delivered")] == [str(did)]
+    assert [r.delivery_id for r in t.ledger("delivered")] == [str(did)]
     # delivered is final
     with pytest.raises(InvalidRequest, match="delivered"):
-        t.attempt_delivery(did)
+        t.turns.attempt_delivery(did)
 
 
 def test_settling_a_delivery_that_is_not_being_attempted_is_refused(t):
     _, _, did = _reply_owing_delivery(t)
     with pytest.raises(InvalidRequest, match="not attempting"):
-        t.settle_delivery(did)
-    assert _row(t, did)["state"] == "pending"
+        t.turns.settle_delivery(did)
+    assert _row(t, did).state == "pending"
 
 
 def test_failed_send_is_retried_with_the_recovered_prefix(t):
@@ -279,41 +279,41 @@ def test_failed_send_is_retried_with_the_recovered_prefix(t):
     def broken(text):
         raise ConnectionError("telegram is down")
 
-    assert t.deliver(did, broken) == "failed"
+    assert t.turns.deliver(did, broken) == "failed"
     row = _row(t, did)
-    assert (row["state"], row["attempts"]) == ("failed", 1)
-    assert "ConnectionError" in row["last_error"] and "telegram is down" in row["last_error"]
+    assert (row.state, row.attempts) == ("failed", 1)
+    assert "ConnectionError" in row.last_error and "telegram is down" in row.last_error
 
-    attempt = t.attempt_delivery(did)
+    attempt = t.turns.attempt_delivery(did)
     assert attempt.attempt == 2
     assert attempt.text == RECOVERED_PREFIX + "the answer"
     row = _row(t, did)
-    assert (row["state"], row["attempts"], row["recovered"]) == ("attempting", 2, True)
-    assert t.settle_delivery(did) == "delivered"
-    assert _row(t, did)["state"] == "delivered"
+    assert (row.state, row.attempts, row.recovered) == ("attempting", 2, True)
+    assert t.turns.settle_delivery(did) == "delivered"
+    assert _row(t, did).state == "delivered"
 
 
 def test_retry_through_deliver_sends_the_prefixed_text(t):
     _, _, did = _reply_owing_delivery(t)
-    assert t.deliver(did, lambda text: (_ for _ in ()).throw(ConnectionRefusedError("down"))) == "failed"
+    assert t.turns.deliver(did, lambda text: (_ for _ in ()).throw(ConnectionRefusedError("down"))) == "failed"
     outbox = Outbox()
-    assert t.deliver(did, outbox) == "delivered"
+    assert t.turns.deliver(did, outbox) == "delivered"
     assert outbox.sent == [RECOVERED_PREFIX + "the answer"]
 
 
 def test_at_most_three_attempts_then_dead_lettered(t):
     _, _, did = _reply_owing_delivery(t)
     for n in (1, 2, 3):
-        assert t.attempt_delivery(did).attempt == n
-        state = t.settle_delivery(did, error=f"failure {n}")
+        assert t.turns.attempt_delivery(did).attempt == n
+        state = t.turns.settle_delivery(did, error=f"failure {n}")
         assert state == ("failed" if n < 3 else "dead")
     row = _row(t, did)
-    assert (row["state"], row["attempts"]) == ("dead", 3)
-    assert [r["delivery_id"] for r in t.ledger("dead")] == [str(did)]
+    assert (row.state, row.attempts) == ("dead", 3)
+    assert [r.delivery_id for r in t.ledger("dead")] == [str(did)]
     with pytest.raises(InvalidRequest) as err:
-        t.attempt_delivery(did)
+        t.turns.attempt_delivery(did)
     assert "dead" in str(err.value) and "turnlog ledger retry" in str(err.value)
-    assert _row(t, did)["attempts"] == 3
+    assert _row(t, did).attempts == 3
 
 
 def test_ledger_is_keyed_on_the_session_not_the_routing_key(t):
@@ -321,12 +321,12 @@ def test_ledger_is_keyed_on_the_session_not_the_routing_key(t):
     t.command(ALICE, "/new")
     new = turn(t, "after reset")
     assert new.session_id != old.session_id
-    rows = {(r["session_id"], r["seq"]): r for r in t.ledger()}
+    rows = {(r.session_id, r.seq): r for r in t.ledger()}
     assert set(rows) == {(old.session_id, old.reply_seq), (new.session_id, new.reply_seq)}
-    assert rows[(old.session_id, old.reply_seq)]["content"] == "re: before reset"
-    assert rows[(new.session_id, new.reply_seq)]["content"] == "re: after reset"
+    assert rows[(old.session_id, old.reply_seq)].content == "re: before reset"
+    assert rows[(new.session_id, new.reply_seq)].content == "re: after reset"
     # both rows carry the same routing key; a retry of the old one still names the old session
-    assert {r["session_key"] for r in rows.values()} == {t.routing_key(ALICE)}
+    assert {r.session_key for r in rows.values()} == {t.routing_key(ALICE)}
 
 
 def test_old_delivery_retried_after_new_stays_with_its_session(t):
@@ -338,8 +338,8 @@ def test_old_delivery_retried_after_new_stays_with_its_session(t):
     t.command(ALICE, "/new")
     turn(t, "after reset")
     row = next(r for r in t.ledger("failed"))
-    assert row["session_id"] == old.session_id
-    attempt = t.attempt_delivery(uuid.UUID(row["delivery_id"]))
+    assert row.session_id == old.session_id
+    attempt = t.turns.attempt_delivery(uuid.UUID(row.delivery_id))
     assert attempt.text == RECOVERED_PREFIX + "re: before reset"
-    t.settle_delivery(attempt.delivery_id)
-    assert _row(t, attempt.delivery_id)["session_id"] == old.session_id
+    t.turns.settle_delivery(attempt.delivery_id)
+    assert _row(t, attempt.delivery_id).session_id == old.session_id

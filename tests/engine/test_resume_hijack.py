@@ -27,7 +27,7 @@ def talk(t, source, text):
 
 def current(t, source):
     key = t.routing_key(source)
-    return next((r["session_id"] for r in t.routes() if r["session_key"] == key), None)
+    return next((r.session_id for r in t.routes() if r.session_key == key), None)
 
 
 def test_a_chat_cannot_resume_another_users_session(t):
@@ -63,12 +63,12 @@ def test_another_users_session_is_answered_as_an_unknown_id_is(t):
 
 def test_a_refused_resume_on_a_key_never_routed_creates_no_session(t):
     victim_session = talk(t, VICTIM, "hello")
-    before = {s["session_id"] for s in t.sessions()}
+    before = {s.session_id for s in t.sessions()}
 
     result = t.command(ATTACKER, f"/resume {victim_session}")
 
     assert result.changed is False and result.reply == f"No session {victim_session}."
-    assert {s["session_id"] for s in t.sessions()} == before
+    assert {s.session_id for s in t.sessions()} == before
     # The command's message id is remembered (inbound dedup); no session or binding is made.
     assert [h.event for h in t.history(t.routing_key(ATTACKER))] == ["InboundMessageFirstSeen", "RouteRegistered",
                                                                     "ResumeRefused"]

@@ -44,7 +44,7 @@ def test_a_turn_with_tool_calls_and_two_messages_for_the_user(tmp_path):
         assert len({m["turn_id"] for m in messages}) == 1
         assert (outcome.user_seq, outcome.reply_seq, outcome.delivery_state) == (1, 5, "delivered")
         assert sent == ["Checking one more thing…", "It is sunny."]
-        assert [(r["seq"], r["state"], r["content"]) for r in t.ledger()] == [
+        assert [(r.seq, r.state, r.content) for r in t.ledger()] == [
             (4, "delivered", "Checking one more thing…"), (5, "delivered", "It is sunny.")]
         assert t.usage(session_id) == [
             {"seq": 2, "model": "m-large", "input_tokens": 120, "output_tokens": 9, "cache_read_tokens": 100,
@@ -52,7 +52,7 @@ def test_a_turn_with_tool_calls_and_two_messages_for_the_user(tmp_path):
             {"seq": 5, "model": "m-large", "input_tokens": 140, "output_tokens": 5, "cache_write_tokens": 7,
              "reasoning_tokens": 3, "turn_id": outcome.turn_id}]
         assert messages[4]["token_count"] == 5
-        assert t.queue(alice("m1")) == [] and t.lease_holder(session_id) is None
+        assert t.queue(alice("m1")) == [] and t.turns.holder(session_id) is None
 
 
 def test_a_list_reply_and_a_plain_string_reply(tmp_path):
@@ -77,7 +77,7 @@ def test_a_bad_rich_reply_fails_the_turn_with_one_line(tmp_path, reply, error):
             t.handle_message(alice("m1"), "hi", lambda h, i: reply, lambda text: None)
         [item] = [h for h in t.history(alice("m1")) if h.event == "InboundCompleted"]
         assert item.data["outcome"] == "failed" and t.queue(alice("m1")) == []
-        assert t.lease_holder(t.get_or_create_session(alice("m1")).session_id) is None
+        assert t.turns.holder(t.get_or_create_session(alice("m1")).session_id) is None
 
 
 TOOL_LOOP = """

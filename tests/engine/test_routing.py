@@ -50,11 +50,11 @@ def open_engine(tmp_path, clock):
 
 
 def session_row(engine: Turnlog, session_id: str) -> dict[str, Any]:
-    return next(s for s in engine.sessions() if s["session_id"] == session_id)
+    return next(s for s in engine.sessions() if s.session_id == session_id)
 
 
 def route_of(engine: Turnlog, session_key: str) -> dict[str, Any]:
-    (row,) = [r for r in engine.routes() if r["session_key"] == session_key]
+    (row,) = [r for r in engine.routes() if r.session_key == session_key]
     return row
 
 
@@ -75,10 +75,10 @@ def test_first_message_creates_a_session_bound_to_the_key(open_engine, clock):
     assert result.session_key == "agent:main:telegram:dm:42"
     assert result.session_id == "20260301_100000_00000001"
     row = session_row(t, result.session_id)
-    assert row["created_reason"] == "first_message"
-    assert row["created_at"] == row["updated_at"] == START
-    assert row["end_reason"] is None
-    assert route_of(t, result.session_key)["session_id"] == result.session_id
+    assert row.created_reason == "first_message"
+    assert row.created_at == row.updated_at == START
+    assert row.end_reason is None
+    assert route_of(t, result.session_key).session_id == result.session_id
 
 
 def test_same_key_reuses_the_session_and_touches_its_activity(open_engine, clock):
@@ -92,7 +92,7 @@ def test_same_key_reuses_the_session_and_touches_its_activity(open_engine, clock
     assert again.reason is None
     assert again.session_id == first.session_id
     assert len(t.sessions()) == 1
-    assert session_row(t, first.session_id)["updated_at"] == iso(later)
+    assert session_row(t, first.session_id).updated_at == iso(later)
 
 
 def test_touch_activity_false_keeps_updated_at(open_engine, clock):
@@ -104,7 +104,7 @@ def test_touch_activity_false_keeps_updated_at(open_engine, clock):
 
     assert again.session_id == first.session_id
     assert again.created is False
-    assert session_row(t, first.session_id)["updated_at"] == START
+    assert session_row(t, first.session_id).updated_at == START
     assert [e.event for e in t.history(ALICE)].count("ActivityTouched") == 0
 
 
@@ -117,8 +117,8 @@ def test_touch_activity_false_records_a_new_origin_without_touching(open_engine,
     again = t.get_or_create_session(renamed, touch_activity=False)
 
     assert again.session_id == first.session_id
-    assert route_of(t, ALICE_KEY)["origin"]["user_name"] == "Alice B."
-    assert session_row(t, first.session_id)["updated_at"] == START
+    assert route_of(t, ALICE_KEY).origin["user_name"] == "Alice B."
+    assert session_row(t, first.session_id).updated_at == START
 
 
 # --- idle ---------------------------------------------------------------------------------
@@ -146,10 +146,10 @@ def test_idle_session_is_replaced_one_second_after_the_boundary(open_engine, clo
     assert again.reason == "idle"
     assert again.previous_session_id == first.session_id
     old = session_row(t, first.session_id)
-    assert old["end_reason"] == "idle"
-    assert old["routed"] is False
-    assert session_row(t, again.session_id)["previous_session_id"] == first.session_id
-    assert route_of(t, again.session_key)["session_id"] == again.session_id
+    assert old.end_reason == "idle"
+    assert old.routed is False
+    assert session_row(t, again.session_id).previous_session_id == first.session_id
+    assert route_of(t, again.session_key).session_id == again.session_id
 
 
 def test_idle_clock_counts_from_the_last_touch_not_from_creation(open_engine, clock):
@@ -191,7 +191,7 @@ def test_daily_resets_a_session_last_active_one_second_before_4am_shanghai(open_
 
     assert again.created is True
     assert again.reason == "daily"
-    assert session_row(t, first.session_id)["end_reason"] == "daily"
+    assert session_row(t, first.session_id).end_reason == "daily"
 
 
 def test_daily_keeps_a_session_last_active_one_second_after_4am_shanghai(open_engine):
@@ -228,7 +228,7 @@ def test_suspended_session_is_replaced_on_the_next_message(open_engine, clock):
     t = open_engine()
     first = t.get_or_create_session(ALICE)
     assert t.suspend(ALICE, "operator") is True
-    assert session_row(t, first.session_id)["suspended"] is True
+    assert session_row(t, first.session_id).suspended is True
     clock.advance(seconds=1)
 
     again = t.get_or_create_session(ALICE)
@@ -236,8 +236,8 @@ def test_suspended_session_is_replaced_on_the_next_message(open_engine, clock):
     assert again.created is True
     assert again.reason == "suspended"
     assert again.previous_session_id == first.session_id
-    assert session_row(t, first.session_id)["end_reason"] == "suspended"
-    assert session_row(t, again.session_id)["suspended"] is False
+    assert session_row(t, first.session_id).end_reason == "suspended"
+    assert session_row(t, again.session_id).suspended is False
 
 
 def test_suspending_twice_changes_nothing_the_second_time(open_engine):
@@ -260,8 +260,8 @@ def test_resume_pending_within_the_freshness_window_keeps_the_session(open_engin
 
     assert again.session_id == first.session_id
     row = session_row(t, first.session_id)
-    assert row["resume_pending"] is True  # cleared only after a successful turn
-    assert row["resume_reason"] == "restart_timeout"
+    assert row.resume_pending is True  # cleared only after a successful turn
+    assert row.resume_reason == "restart_timeout"
 
 
 def test_resume_pending_past_the_window_expires_under_mode_idle(open_engine, clock):
@@ -274,7 +274,7 @@ def test_resume_pending_past_the_window_expires_under_mode_idle(open_engine, clo
 
     assert again.created is True
     assert again.reason == "resume_pending_expired"
-    assert session_row(t, first.session_id)["end_reason"] == "resume_pending_expired"
+    assert session_row(t, first.session_id).end_reason == "resume_pending_expired"
 
 
 def test_freshness_window_counts_from_the_marker_not_from_later_activity(open_engine, clock):
@@ -297,7 +297,7 @@ def test_resume_pending_never_expires_under_mode_none(open_engine, clock):
     again = t.get_or_create_session(ALICE)
 
     assert again.session_id == first.session_id
-    assert session_row(t, first.session_id)["resume_pending"] is True
+    assert session_row(t, first.session_id).resume_pending is True
 
 
 def test_mark_resume_pending_is_refused_while_suspended(open_engine):
@@ -306,7 +306,7 @@ def test_mark_resume_pending_is_refused_while_suspended(open_engine):
     t.suspend(ALICE)
 
     assert t.mark_resume_pending(ALICE) is False
-    assert session_row(t, first.session_id)["resume_pending"] is False
+    assert session_row(t, first.session_id).resume_pending is False
 
 
 def test_clear_resume_pending_is_false_when_not_set(open_engine):
@@ -323,7 +323,7 @@ def test_clear_resume_pending_clears_a_set_marker(open_engine):
 
     assert t.clear_resume_pending(ALICE) is True
     row = session_row(t, first.session_id)
-    assert (row["resume_pending"], row["resume_reason"], row["resume_marked_at"]) == (False, None, None)
+    assert (row.resume_pending, row.resume_reason, row.resume_marked_at) == (False, None, None)
 
 
 # --- background-process guard ------------------------------------------------------------------
@@ -388,8 +388,8 @@ def test_force_new_ends_the_previous_session_with_session_reset(open_engine, clo
     assert fresh.created is True
     assert fresh.reason == "force_new"
     assert fresh.previous_session_id == first.session_id
-    assert session_row(t, first.session_id)["end_reason"] == "session_reset"
-    assert route_of(t, fresh.session_key)["session_id"] == fresh.session_id
+    assert session_row(t, first.session_id).end_reason == "session_reset"
+    assert route_of(t, fresh.session_key).session_id == fresh.session_id
 
 
 # --- switch_session (docs/behaviour.md §4) -------------------------------------------------------------------
@@ -401,7 +401,7 @@ def test_switch_to_an_unknown_key_returns_none(open_engine):
 
     assert t.switch_session("agent:main:telegram:dm:nobody", target) is None
     assert t.switch_session(BOB, target) is None
-    assert [r["session_key"] for r in t.routes()] == ["agent:main:telegram:dm:42"]
+    assert [r.session_key for r in t.routes()] == ["agent:main:telegram:dm:42"]
 
 
 def test_switch_to_the_current_session_changes_nothing(open_engine):
@@ -421,7 +421,7 @@ def test_switch_ends_the_old_session_and_reopens_an_ended_target(open_engine, cl
     first = t.get_or_create_session(ALICE)
     clock.advance(seconds=1)
     second = t.get_or_create_session(ALICE, force_new=True)
-    assert session_row(t, first.session_id)["end_reason"] == "session_reset"
+    assert session_row(t, first.session_id).end_reason == "session_reset"
     clock.advance(seconds=1)
 
     result = t.switch_session(ALICE, first.session_id)
@@ -430,10 +430,10 @@ def test_switch_ends_the_old_session_and_reopens_an_ended_target(open_engine, cl
     assert result.session_id == first.session_id
     assert result.reason == "session_switch"
     assert result.previous_session_id == second.session_id
-    assert session_row(t, second.session_id)["end_reason"] == "session_switch"
+    assert session_row(t, second.session_id).end_reason == "session_switch"
     reopened = session_row(t, first.session_id)
-    assert (reopened["end_reason"], reopened["ended_at"]) == (None, None)
-    assert route_of(t, ALICE_KEY)["session_id"] == first.session_id
+    assert (reopened.end_reason, reopened.ended_at) == (None, None)
+    assert route_of(t, ALICE_KEY).session_id == first.session_id
     assert t.get_or_create_session(ALICE).session_id == first.session_id
 
 
@@ -447,7 +447,7 @@ def test_switch_clears_the_flags_of_the_target(open_engine, clock):
     t.switch_session(ALICE, first.session_id)
 
     row = session_row(t, first.session_id)
-    assert (row["suspended"], row["end_reason"]) == (False, None)
+    assert (row.suspended, row.end_reason) == (False, None)
     assert t.get_or_create_session(ALICE).session_id == first.session_id
 
 
@@ -458,9 +458,9 @@ def test_several_keys_may_point_at_one_session(open_engine):
 
     t.switch_session(BOB, alice.session_id, force=True)  # alice's session: another key
 
-    assert {r["session_key"]: r["session_id"] for r in t.routes()} == {
+    assert {r.session_key: r.session_id for r in t.routes()} == {
         alice.session_key: alice.session_id, bob.session_key: alice.session_id}
-    assert session_row(t, bob.session_id)["end_reason"] == "session_switch"
+    assert session_row(t, bob.session_id).end_reason == "session_switch"
     assert t.get_or_create_session(ALICE).session_id == t.get_or_create_session(BOB).session_id
 
 

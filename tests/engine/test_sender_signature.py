@@ -20,7 +20,7 @@ def owed(tmp_path):
     db = str(tmp_path / "t.db")
     with Turnlog(db, clock=ManualClock(), session_ids=SequentialIds()) as t:
         t.handle_message(alice(), "hello", lambda h, i: "hi alice", failing_send)
-        assert [d["state"] for d in t.ledger()] == ["failed"]
+        assert [d.state for d in t.ledger()] == ["failed"]
     return db
 
 
@@ -34,7 +34,7 @@ def test_a_one_argument_sender_is_refused_before_anything_is_attempted(owed):
         with pytest.raises(InvalidRequest, match=r"sweep_deliveries calls send\(target, text\); the sender"
                                                  r" .*send_to_platform\(text\) cannot take that"):
             t.sweep_deliveries(send_to_platform)
-        assert [(d["state"], d["attempts"]) for d in t.ledger()] == [("failed", 1)]  # untouched
+        assert [(d.state, d.attempts) for d in t.ledger()] == [("failed", 1)]  # untouched
 
         with pytest.raises(InvalidRequest, match="needs a sender"):
             t.sweep_deliveries("not a function")

@@ -22,7 +22,7 @@ def test_a_scope_less_dm_is_claimed_by_the_first_workspace_only(t):
 
     assert moved.session_key == "agent:main:slack:dm:T1:D1"
     assert (moved.session_id, moved.created, moved.reason) == (old.session_id, False, "slack_scope_migration")
-    routes = {r["session_key"]: r["session_id"] for r in t.routes()}
+    routes = {r.session_key: r.session_id for r in t.routes()}
     assert routes == {"agent:main:slack:dm:D1": None, "agent:main:slack:dm:T1:D1": old.session_id}
     other = t.get_or_create_session(slack("dm", "T2", chat_id="D1"))
     assert other.created and other.session_id != old.session_id  # the legacy entry moved once
@@ -37,7 +37,7 @@ def test_a_scope_less_channel_is_never_adopted_by_a_workspace(t):
     scoped = t.get_or_create_session(slack("channel", "T1", chat_id="C123", user_id="U9"))
 
     assert scoped.created and scoped.session_id != old.session_id and scoped.reason == "first_message"
-    assert {r["session_key"]: r["session_id"] for r in t.routes()}["agent:main:slack:channel:C123:U9"] == old.session_id
+    assert {r.session_key: r.session_id for r in t.routes()}["agent:main:slack:channel:C123:U9"] == old.session_id
 
 
 def test_force_new_and_ended_legacy_sessions_are_not_adopted(t):

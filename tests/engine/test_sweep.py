@@ -59,13 +59,13 @@ def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_dead_lett
     assert "swept" not in third.data
     t = boot(db, 6)
     [row] = t.ledger()
-    assert (row["state"], row["attempts"], row["owner"]) == ("attempting", 3, third.data["boot"])
+    assert (row.state, row.attempts, row.owner) == ("attempting", 3, third.data["boot"])
 
     t.start_gateway(GW)
     swept = t.sweep_deliveries(never_called)
     assert len(swept.dead) == 1 and swept.delivered == [] and swept.abandoned == []
     [row] = t.ledger()
-    assert (row["state"], row["attempts"]) == ("dead", 3)
+    assert (row.state, row.attempts) == ("dead", 3)
     assert t.sweep_deliveries(never_called).dead == []
 
     sent, torn = read_sent(tmp_path / "sent.jsonl")
@@ -76,7 +76,7 @@ def test_a_reply_of_a_gone_boot_is_resent_until_its_third_attempt_then_dead_lett
     assert [line["via"] for line in sent] == ["turn", "sweep", "sweep"]
     [dead] = events(t, "DeliveryDeadLettered")
     assert dead.reason == "max_attempts"
-    assert [row.delivery_id for row in t.status(GW).dead_deliveries] == [row["delivery_id"]]
+    assert [row.delivery_id for row in t.status(GW).dead_deliveries] == [row.delivery_id]
 
 
 def test_failed_resends_count_toward_the_three_attempts(db):
@@ -85,7 +85,7 @@ def test_failed_resends_count_toward_the_three_attempts(db):
     first.handle_message(source("telegram", "42", "m1"), "ping", reply_with("pong"), refuse)
     first.stop_gateway()
     [row] = first.ledger()
-    assert (row["state"], row["attempts"]) == ("failed", 1)
+    assert (row.state, row.attempts) == ("failed", 1)
 
     t = boot(db, 5)
     t.start_gateway(GW)
@@ -98,7 +98,7 @@ def test_failed_resends_count_toward_the_three_attempts(db):
     assert len(t.sweep_deliveries(still_down).failed) == 1
     assert len(t.sweep_deliveries(still_down).dead) == 1
     [row] = t.ledger()
-    assert (row["state"], row["attempts"]) == ("dead", 3)
+    assert (row.state, row.attempts) == ("dead", 3)
     assert len(calls) == 2 and all(c.startswith(PREFIX) and c.endswith("pong") for c in calls)
     assert t.sweep_deliveries(never_called).dead == []
 
@@ -107,7 +107,7 @@ def test_a_row_older_than_24_hours_is_dead_lettered_unsent(db):
     first = boot(db, 0)
     first.start_gateway(GW)
     first.handle_message(source("telegram", "1", "a1"), "old question", reply_with("old answer"), refuse)
-    first.clock.advance(hours=2)
+    first._clock.advance(hours=2)
     first.handle_message(source("telegram", "2", "b1"), "newer question", reply_with("newer answer"), refuse)
     first.stop_gateway()
 
@@ -117,7 +117,7 @@ def test_a_row_older_than_24_hours_is_dead_lettered_unsent(db):
     swept = t.sweep_deliveries(lambda target, text: sent.append((target["chat_id"], text)))
     assert len(swept.dead) == 1 and len(swept.delivered) == 1
     assert [(chat, text.split("\n\n", 1)[1]) for chat, text in sent] == [("2", "newer answer")]
-    states = {r["chat_id"]: (r["state"], r["attempts"]) for r in t.ledger()}
+    states = {r.chat_id: (r.state, r.attempts) for r in t.ledger()}
     assert states == {"1": ("dead", 1), "2": ("delivered", 2)}
     assert [e.reason for e in events(t, "DeliveryDeadLettered")] == ["too_old"]
 
@@ -146,13 +146,13 @@ def test_the_platform_filter_skips_rows_without_spending_an_attempt(db):
         swept = t.sweep_deliveries(lambda target, text: sent.append(target["platform"]), platforms={"discord"})
         assert len(swept.skipped) <= 1
     assert sent == ["discord"]
-    telegram = next(r for r in t.ledger() if r["platform"] == "telegram")
-    assert (telegram["state"], telegram["attempts"]) == ("failed", 1)
+    telegram = next(r for r in t.ledger() if r.platform == "telegram")
+    assert (telegram.state, telegram.attempts) == ("failed", 1)
     assert len(t.sweep_deliveries(lambda target, text: sent.append(target["platform"]),
                                   platforms={"telegram"}).delivered) == 1
     assert sent == ["discord", "telegram"]
-    telegram = next(r for r in t.ledger() if r["platform"] == "telegram")
-    assert (telegram["state"], telegram["attempts"]) == ("delivered", 2)
+    telegram = next(r for r in t.ledger() if r.platform == "telegram")
+    assert (telegram.state, telegram.attempts) == ("delivered", 2)
 
 
 def test_a_delivered_row_is_never_sent_again_by_later_boots(db):

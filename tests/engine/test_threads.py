@@ -29,5 +29,5 @@ def test_threads_writing_turns_and_reading_read_models_at_once(tmp_path):
     assert errors == []
     assert len(replies) == 120
     assert len(t.sessions()) == 4
-    assert t.verify_chain() == []
+    assert t.maintenance.verify_chain().breaks == []
     t.close()

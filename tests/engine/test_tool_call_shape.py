@@ -169,10 +169,10 @@ def test_a_turn_that_stalled_and_lost_its_lease_between_a_call_and_its_result(tm
     clock = ManualClock()
     with Turnlog(str(tmp_path / "t.db"), clock=clock) as t:
         routed = t.get_or_create_session(alice("m1"))
-        token = t.acquire_lease(routed.session_id, routed.session_key)
-        t.append_message(token, "user", "build it")
-        t.append_message(token, "assistant", "", tool_calls=[call("call_1", "terminal")])
-        clock.advance(t.config.lease_ttl_s + 1)  # the holder stalls past its lease
+        token = t.turns.acquire_lease(routed.session_id, routed.session_key)
+        t.turns.append_message(token, "user", "build it")
+        t.turns.append_message(token, "assistant", "", tool_calls=[call("call_1", "terminal")])
+        clock.advance(t._config.lease_ttl_s + 1)  # the holder stalls past its lease
         seen = Seen()
         t.handle_message(SessionSource.from_dict({**alice("m1").to_dict(), "message_id": "m2"}), "hello?", seen,
                          lambda text: None)

@@ -31,8 +31,8 @@ def test_responder_failure_releases_the_lease(engines):
 
     with pytest.raises(RuntimeError):
         a.run_next(ALICE, crashing_agent, lambda text: None)
-    sid = a.routes()[0]["session_id"]
+    sid = a.routes()[0].session_id
     # Spec §5: the lease is released in the dispatch `finally`. Here it stays held until its TTL,
     # so the key's next message waits up to lease_ttl_s (30 s by default) for the lease.
-    assert a.lease_holder(sid) is None
+    assert a.turns.holder(sid) is None
     assert a.queue(ALICE) == []

@@ -18,8 +18,8 @@ class Transactions:
 
     def __init__(self, engine):
         self.batches = []
-        recorder = engine.app.recorder
-        mapper = engine.app.mapper
+        recorder = engine._app.recorder
+        mapper = engine._app.mapper
         insert = recorder.insert_events
 
         def spy(stored_events, **kwargs):
@@ -58,16 +58,16 @@ def test_a_turn_on_an_idle_key_is_three_transactions_the_first_starting_it(t, tu
 
 def test_on_a_busy_key_the_message_is_durable_before_the_wait_for_the_lease(t, other):
     session_id = t.handle_message(ALICE, "first", reply, lambda text: None)[0].session_id
-    token = other.acquire_lease(session_id, "elsewhere")
+    token = other.turns.acquire_lease(session_id, "elsewhere")
     spied = Transactions(t)
     with pytest.raises(LeaseTimeout):
         t.handle_message(ALICE, "while busy", reply, lambda text: None, timeout=0)
     # one transaction: the accept (and routing), nothing of a turn
     assert len(spied.batches) == 1
     assert "Inbox.Accepted" in spied.batches[0] and "TurnLease.Acquired" not in spied.batches[0]
-    assert [(q["text"], q["state"]) for q in other.queue(ALICE)] == [("while busy", "pending")]
+    assert [(q.text, q.state) for q in other.queue(ALICE)] == [("while busy", "pending")]
 
-    other.release_lease(token)
+    other.turns.release_lease(token)
     sent = []
     outcome = t.run_next(ALICE, reply, sent.append)
     assert outcome is not None and sent == ["re: while busy"]
@@ -102,11 +102,11 @@ def test_the_events_of_a_first_and_a_later_turn(t):
 
 def test_a_turn_that_waited_for_the_lease_reserves_its_seq_with_the_acquisition(t, other):
     session_id = t.handle_message(ALICE, "first", reply, lambda text: None)[0].session_id  # seqs 1, 2
-    token = other.acquire_lease(session_id, "elsewhere")  # a bare acquisition reserves nothing
-    assert other.append_message(token, "user", "from elsewhere").seq == 3  # fenced by a renewal
+    token = other.turns.acquire_lease(session_id, "elsewhere")  # a bare acquisition reserves nothing
+    assert other.turns.append_message(token, "user", "from elsewhere").seq == 3  # fenced by a renewal
     with pytest.raises(LeaseTimeout):
         t.handle_message(ALICE, "while busy", reply, lambda text: None, timeout=0)
-    other.release_lease(token)
+    other.turns.release_lease(token)
 
     spied = Transactions(t)
     outcome = t.run_next(ALICE, reply, lambda text: None)
@@ -122,7 +122,7 @@ class Reads:
 
     def __init__(self, engine):
         self.count = 0
-        recorder = engine.app.recorder
+        recorder = engine._app.recorder
         select = recorder.select_events
 
         def spy(*args, **kwargs):
@@ -149,7 +149,7 @@ def test_the_reads_of_a_first_and_a_later_turn(t):
 def test_many_keys_keep_their_streams_cached_without_their_finished_deliveries(t):
     """A turn's delivery and its message id's first sighting never change once the turn is done, so
     they do not take the cache's room: after many keys' turns a key's next turn reads nothing from the log."""
-    t.ctx.cache.size = 4 * 20 + 10  # room for 20 keys' route, session, inbox and lease, not for 2 more a turn
+    t._ctx.cache.size = 4 * 20 + 10  # room for 20 keys' route, session, inbox and lease, not for 2 more a turn
     sources = [SessionSource(platform="telegram", chat_id=str(k), user_id=str(k)) for k in range(20)]
     for n in range(3):
         for k, source in enumerate(sources):

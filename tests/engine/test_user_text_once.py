@@ -64,11 +64,11 @@ def test_the_queue_and_time_travel_read_a_started_items_words_from_the_transcrip
 
 def test_a_message_that_waits_for_a_busy_key_keeps_its_words_in_its_event(t: Turnlog, other: Turnlog) -> None:
     [first] = t.handle_message(alice("m1"), "first", lambda h, i: "ok", collect([]))
-    token = other.acquire_lease(first.session_id, "elsewhere")
+    token = other.turns.acquire_lease(first.session_id, "elsewhere")
     t.accept(alice("m2"), PHRASE)
     waiting = events(t, "InboundAccepted")[-1].event
     assert (waiting.text, waiting.turn_id, waiting.content_key) == (PHRASE, None, None)
-    other.release_lease(token)
+    other.turns.release_lease(token)
     seen: list[str] = []
     t.run_next(alice(), lambda h, item: seen.append(item.text) or "ok", collect([]))
     assert seen == [PHRASE]
