@@ -25,31 +25,31 @@ def gateway(tmp_path_factory):
         for n in range(3):
             clock.advance(1)
             t.handle_message(chat(n, f"m{n}-{turn}"), f"hello {turn}", echo, lambda text: None)
-    a = t.views.head()
+    a = t._views.head()
     t.handle_message(chat(0, "last"), "one more", echo, lambda text: None)  # one turn on one chat
-    b = t.views.head()
+    b = t._views.head()
     return t, a, b
 
 
 def loaded_streams(t: Turnlog, fn):
     """The aggregates (ids) rebuilt from the log while fn runs, by spying on the repository."""
     loads: list[str] = []
-    real = t.app.repository.get
+    real = t._app.repository.get
 
     def spy(aggregate_id, *args, **kwargs):
         loads.append(str(aggregate_id))
         return real(aggregate_id, *args, **kwargs)
 
-    t.app.repository.get = spy
+    t._app.repository.get = spy
     try:
         return fn(), loads
     finally:
-        del t.app.repository.get
+        del t._app.repository.get
 
 
 def test_a_diff_rebuilds_only_streams_with_an_event_between_its_moments(gateway):
     t, a, b = gateway
-    log = t.views.runner.log
+    log = t._views.runner.log
     moved = {log.stream_of(row) for row in log.scan(a, b)}
     result, loads = loaded_streams(t, lambda: t.diff(f"#{a}", f"#{b}"))
     assert loads, "the changed session's aggregates are read"

@@ -43,7 +43,7 @@ def t(make_turnlog):
 
 def at_second(t: Turnlog, second: int) -> str:
     when = f"2026-03-01T10:00:{second:02d}+00:00"
-    t.clock.set(when)
+    t._clock.set(when)
     return when
 
 
@@ -51,19 +51,19 @@ def tool_turn(t: Turnlog, source: SessionSource = SLACK) -> tuple[str, list[str]
     """A turn with a tool call, messages one second apart; returns the session id and their times."""
     r = t.get_or_create_session(source)
     times = [at_second(t, 1)]
-    token = t.acquire_lease(r.session_id, r.session_key)
-    t.append_message(token, "user", "what's the weather in Oslo, and the time?", platform_message_id="slack-1",
+    token = t.turns.acquire_lease(r.session_id, r.session_key)
+    t.turns.append_message(token, "user", "what's the weather in Oslo, and the time?", platform_message_id="slack-1",
                      token_count=11)
     times.append(at_second(t, 2))
-    t.append_message(token, "assistant", "", tool_calls=[WEATHER_CALL, TIME_CALL], finish_reason="tool_calls",
+    t.turns.append_message(token, "assistant", "", tool_calls=[WEATHER_CALL, TIME_CALL], finish_reason="tool_calls",
                      token_count=24)
     times.append(at_second(t, 3))
-    t.append_message(token, "tool", "{\"temp\": 3}", tool_call_id="call_1", name="weather")
+    t.turns.append_message(token, "tool", "{\"temp\": 3}", tool_call_id="call_1", name="weather")
     times.append(at_second(t, 4))
-    t.append_message(token, "tool", "10:00", tool_call_id="call_2", name="clock")
+    t.turns.append_message(token, "tool", "10:00", tool_call_id="call_2", name="clock")
     times.append(at_second(t, 5))
-    t.append_message(token, "assistant", "It is 3 degrees in Oslo at 10:00.", finish_reason="stop", token_count=9)
-    t.release_lease(token)
+    t.turns.append_message(token, "assistant", "It is 3 degrees in Oslo at 10:00.", finish_reason="stop", token_count=9)
+    t.turns.release_lease(token)
     return r.session_id, times
 
 
@@ -105,11 +105,11 @@ def test_export_has_the_spec_fields_with_what_was_appended(t):
 
 def test_the_spec_example_counts_three_messages_and_one_tool_call(t):
     r = t.get_or_create_session(alice(user_name="alice"))
-    token = t.acquire_lease(r.session_id, r.session_key)
-    t.append_message(token, "user", "weather?")
-    t.append_message(token, "assistant", "", tool_calls=[WEATHER_CALL])
-    t.append_message(token, "tool", "{\"temp\": 3}", tool_call_id="call_1", name="weather")
-    t.release_lease(token)
+    token = t.turns.acquire_lease(r.session_id, r.session_key)
+    t.turns.append_message(token, "user", "weather?")
+    t.turns.append_message(token, "assistant", "", tool_calls=[WEATHER_CALL])
+    t.turns.append_message(token, "tool", "{\"temp\": 3}", tool_call_id="call_1", name="weather")
+    t.turns.release_lease(token)
     exported = t.export(r.session_id)
     assert (exported["message_count"], exported["tool_call_count"]) == (3, 1)
     assert isinstance(exported["messages"][1]["tool_calls"][0], dict)  # decoded, not a JSON string
@@ -118,9 +118,9 @@ def test_the_spec_example_counts_three_messages_and_one_tool_call(t):
 def test_export_by_key_is_the_current_session_and_an_ended_one_has_its_end(t):
     first = t.handle_message(alice("m1", user_name="alice"), "hello", echo, lambda text: None)[0].session_id
     assert t.export(KEY)["id"] == first
-    t.clock.set("2026-03-01T10:05:00+00:00")
+    t._clock.set("2026-03-01T10:05:00+00:00")
     t.command(alice("m2", user_name="alice"), "/new")
-    t.clock.set("2026-03-01T10:06:00+00:00")
+    t._clock.set("2026-03-01T10:06:00+00:00")
     second = t.handle_message(alice("m3", user_name="alice"), "again", echo, lambda text: None)[0].session_id
     ended = t.export(first)
     assert (ended["ended_at"], ended["end_reason"]) == (epoch("2026-03-01T10:05:00+00:00"), "session_reset")
@@ -137,21 +137,21 @@ def compressed_twice(t: Turnlog) -> tuple[list[str], list[list[str]]]:
     """Root (5 messages) -> child (2) -> tip (1), rotated during turns; ids and contents per segment."""
     root, _ = tool_turn(t)
     at_second(t, 10)
-    token = t.acquire_lease(root, SLACK_KEY)
-    t.append_message(token, "user", "and tomorrow?")
+    token = t.turns.acquire_lease(root, SLACK_KEY)
+    t.turns.append_message(token, "user", "and tomorrow?")
     at_second(t, 11)
-    token = t.rotate_session(token, SLACK)
+    token = t.turns.rotate_session(token, SLACK)
     child = token.session_id
-    t.append_message(token, "assistant", "[summary] weather chat; tomorrow: rain")
-    t.append_message(token, "assistant", "Tomorrow: rain.")
-    t.release_lease(token)
+    t.turns.append_message(token, "assistant", "[summary] weather chat; tomorrow: rain")
+    t.turns.append_message(token, "assistant", "Tomorrow: rain.")
+    t.turns.release_lease(token)
     at_second(t, 20)
-    token = t.acquire_lease(child, SLACK_KEY)
+    token = t.turns.acquire_lease(child, SLACK_KEY)
     at_second(t, 21)
-    token = t.rotate_session(token, SLACK)
+    token = t.turns.rotate_session(token, SLACK)
     tip = token.session_id
-    t.append_message(token, "assistant", "[summary] two days of weather")
-    t.release_lease(token)
+    t.turns.append_message(token, "assistant", "[summary] two days of weather")
+    t.turns.release_lease(token)
     contents = [[m["content"] for m in t.transcript(s)] for s in (root, child, tip)]
     assert [len(c) for c in contents] == [6, 2, 1]
     return [root, child, tip], contents
@@ -266,7 +266,7 @@ def test_cli_export_refuses_an_unknown_format_and_session(t, db):
 def lived_three_turns(t: Turnlog) -> tuple[str, list[int]]:
     """Alice's DM: three turns (6 messages); returns the session and its message positions."""
     for n in range(1, 4):
-        t.clock.set(f"2026-03-01T10:0{n}:00+00:00")
+        t._clock.set(f"2026-03-01T10:0{n}:00+00:00")
         sid = t.handle_message(alice(f"m{n}", user_name="alice"), f"hello {n}", echo, lambda text: None)[0].session_id
     positions = [h.position for h in t.history(sid, types=["MessageAppended"])]
     assert len(positions) == 6
@@ -280,7 +280,7 @@ def same_messages(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 def test_a_fork_holds_the_transcript_up_to_the_moment_and_not_after(t):
     sid, positions = lived_three_turns(t)
-    t.clock.set("2026-03-01T10:10:00+00:00")
+    t._clock.set("2026-03-01T10:10:00+00:00")
     fork = t.fork(sid, f"#{positions[3]}")  # the 2nd turn's reply
     original = t.transcript(sid)
     assert same_messages(t.transcript(fork)) == same_messages(original[:4])
@@ -302,9 +302,9 @@ def test_a_fork_is_a_new_session_with_the_original_as_parent(t):
     fork = t.fork(sid, f"#{positions[1]}")
     assert fork != sid
     row = t.session(fork)
-    assert (row["parent_session_id"], row["created_reason"], row["session_key"]) == (sid, "fork", KEY)
-    assert (row["ended_at"], row["routed"]) == (None, False)
-    assert t.routes()[0]["session_id"] == sid  # without --to-key the key stays where it was
+    assert (row.parent_session_id, row.created_reason, row.session_key) == (sid, "fork", KEY)
+    assert (row.ended_at, row.routed) == (None, False)
+    assert t.routes()[0].session_id == sid  # without --to-key the key stays where it was
     assert t.export(fork)["parent_session_id"] == sid
 
 
@@ -327,11 +327,11 @@ def test_the_forks_lineage_is_recorded_as_events_in_its_history(t):
 def test_a_turn_on_the_fork_continues_its_sequence_numbers(t):
     sid, positions = lived_three_turns(t)
     fork = t.fork(sid, f"#{positions[3]}")
-    token = t.acquire_lease(fork, KEY)
+    token = t.turns.acquire_lease(fork, KEY)
     assert token.epoch == 1
-    record = t.append_message(token, "user", "a different third question")
+    record = t.turns.append_message(token, "user", "a different third question")
     assert record.seq == 5
-    t.release_lease(token)
+    t.turns.release_lease(token)
     assert [(m["seq"], m["content"]) for m in t.transcript(fork)][3:] == [
         (4, "re: hello 2"), (5, "a different third question")]
     assert len(t.transcript(sid)) == 6
@@ -339,12 +339,12 @@ def test_a_turn_on_the_fork_continues_its_sequence_numbers(t):
 
 def test_to_key_points_the_key_at_the_fork_and_the_next_message_lands_in_it(t):
     sid, positions = lived_three_turns(t)
-    t.clock.set("2026-03-01T10:10:00+00:00")
+    t._clock.set("2026-03-01T10:10:00+00:00")
     fork = t.fork(sid, f"#{positions[1]}", to_key=KEY)
-    assert [(r["session_key"], r["session_id"], r["bound_reason"]) for r in t.routes()] == [(KEY, fork, "fork")]
+    assert [(r.session_key, r.session_id, r.bound_reason) for r in t.routes()] == [(KEY, fork, "fork")]
     original = t.session(sid)
-    assert (original["end_reason"], original["routed"]) == ("session_switch", False)
-    t.clock.set("2026-03-01T10:11:00+00:00")
+    assert (original.end_reason, original.routed) == ("session_switch", False)
+    t._clock.set("2026-03-01T10:11:00+00:00")
     [outcome] = t.handle_message(alice("m9", user_name="alice"), "take two", echo, lambda text: None)
     assert (outcome.session_id, outcome.user_seq, outcome.reply_seq, outcome.created_session) == (fork, 3, 4, False)
     assert [m["content"] for m in t.transcript(fork)] == ["hello 1", "re: hello 1", "take two", "re: take two"]
@@ -365,7 +365,7 @@ def test_cli_fork_with_to_key(t, db):
     out = json.loads(ok(db, "fork", sid, "--at", f"#{positions[3]}", "--to-key", KEY, "--json").stdout)
     fork = out["session_id"]
     assert out == {"session_id": fork, "parent_session_id": sid, "messages": 4}
-    assert t.routes()[0]["session_id"] == fork
+    assert t.routes()[0].session_id == fork
     created = json.loads(ok(db, "history", fork, "--type", "SessionCreated", "--json").stdout)
     assert [(r["data"]["reason"], r["data"]["parent_session_id"], r["actor"]) for r in created] == [
         ("fork", sid, "cli")]

@@ -36,7 +36,7 @@ def fill(db: str, turns: int = TURNS) -> None:
             source = SOURCES[n % len(SOURCES)]
             t.handle_message(source, f"question {n}: 数据库 kiwi {n % 7}", lambda history, item: f"answer {n} 迁移",
                              lambda text: None)
-        t.catch_up()
+        t.maintenance.catch_up()
 
 
 def table_dump(db: str) -> dict[str, list[tuple]]:
@@ -88,14 +88,14 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
     clean = str(tmp_path / "clean.db")
     copy_db(db, clean)
     with Turnlog(db) as t:
-        head = t.projection_status()[0]["head"]
+        head = t.maintenance.projection_status()[0].head
         routes_before = t.routes()
         child = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "rebuild", "--all", "--batch", "100",
                                   "--pause", "25", "--workers", str(workers), "--json"], env=procs.child_env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             while True:
-                reached = [s["rebuild_position"] or 0 for s in t.projection_status()]
+                reached = [s.rebuild_position or 0 for s in t.maintenance.projection_status()]
                 if 0 < min(reached) and max(reached) < head:  # every projection midway
                     break
                 assert child.poll() is None, f"the rebuild ended before it could be killed: {child.communicate()}"
@@ -106,12 +106,12 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
 
         # A helper process (workers=2) dies with the rebuild that started it: nothing moves on.
         time.sleep(0.3)
-        settled = {s["name"]: s["rebuild_position"] for s in t.projection_status()}
+        settled = {s.name: s.rebuild_position for s in t.maintenance.projection_status()}
         time.sleep(0.5)
-        assert {s["name"]: s["rebuild_position"] for s in t.projection_status()} == settled
+        assert {s.name: s.rebuild_position for s in t.maintenance.projection_status()} == settled
 
-        status = {s["name"]: s for s in t.projection_status()}
-        interrupted = {name: s["rebuild_position"] for name, s in status.items()}
+        status = {s.name: s for s in t.maintenance.projection_status()}
+        interrupted = {name: s.rebuild_position for name, s in status.items()}
         assert all(p is not None and 0 < p < head for p in interrupted.values()), interrupted
         assert t.routes() == routes_before  # the live read models kept serving, untouched
 
@@ -123,7 +123,7 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
     assert report["events"] == head - min(interrupted.values())  # only the rest of the log was read
 
     with Turnlog(db) as t:
-        assert all(s["rebuild_position"] is None and s["position"] == head for s in t.projection_status())
+        assert all(s.rebuild_position is None and s.position == head for s in t.maintenance.projection_status())
     assert not [n for n in table_dump(db) if n.endswith("__rebuild")]
 
     assert cli("--db", clean, "rebuild", "--all", "--json").exit_code == 0
@@ -137,8 +137,8 @@ def test_rebuild_killed_with_sigkill_resumes_and_ends_like_a_clean_rebuild(db, t
 def test_rebuild_reports_progress_after_each_batch(db):
     calls = []
     with Turnlog(db) as t:
-        head = t.projection_status()[0]["head"]
-        report = t.rebuild_projections(["timeline", "search"], batch=500, progress=lambda d, n: calls.append((d, n)))
+        head = t.maintenance.projection_status()[0].head
+        report = t.maintenance.rebuild(["timeline", "search"], batch=500, progress=lambda d, n: calls.append((d, n)))
     assert report["events"] == head
     assert [d for d, _ in calls] == sorted({d for d, _ in calls})  # increasing
     assert calls[-1] == (head, head)
@@ -152,7 +152,7 @@ def test_rebuilding_one_projection_leaves_the_others_alone(db):
     conn.close()
     before = table_dump(db)
     with Turnlog(db) as t:
-        t.rebuild_projections(["search"])
+        t.maintenance.rebuild(["search"])
     after = table_dump(db)
     assert after["routes"] == before["routes"]
     assert after["search_messages"] == before["search_messages"]
@@ -174,25 +174,25 @@ def test_cli_rebuild_json_is_quiet_and_text_names_what_was_rebuilt(db):
 
 def test_catch_up_after_new_events_extends_rebuilt_models(db):
     with Turnlog(db) as t:
-        t.rebuild_projections()
+        t.maintenance.rebuild()
         before = len(t.search("papaya"))
         session_id = t.get_or_create_session(SOURCES[0]).session_id
-        token = t.acquire_lease(session_id, t.routing_key(SOURCES[0]), timeout=1)
-        t.append_message(token, "user", "papaya please")
-        t.release_lease(token)
+        token = t.turns.acquire_lease(session_id, t.routing_key(SOURCES[0]), timeout=1)
+        t.turns.append_message(token, "user", "papaya please")
+        t.turns.release_lease(token)
         assert len(t.search("papaya")) == before + 1
-        assert t.verify()["ok"] is True
+        assert t.maintenance.verify()["ok"] is True
 
 
 def test_a_rebuild_shared_by_two_processes_ends_like_one_by_a_single_process(db, tmp_path):
     single = str(tmp_path / "single.db")
     copy_db(db, single)
     with Turnlog(db) as t:
-        head = t.projection_status()[0]["head"]
+        head = t.maintenance.projection_status()[0].head
         calls = []
-        report = t.rebuild_projections(workers=2, batch=300, progress=lambda d, n: calls.append((d, n)))
+        report = t.maintenance.rebuild(workers=2, batch=300, progress=lambda d, n: calls.append((d, n)))
     with Turnlog(single) as t:
-        assert t.rebuild_projections(workers=1)["events"] == head
+        assert t.maintenance.rebuild(workers=1)["events"] == head
     assert (report["events"], report["workers"]) == (head, 2)
     assert calls and calls[-1] == (head, head)
     assert table_dump(db) == table_dump(single)
@@ -202,7 +202,7 @@ def test_a_rebuild_shared_by_two_processes_ends_like_one_by_a_single_process(db,
 def test_rebuild_workers_must_be_a_positive_number(db):
     with Turnlog(db) as t:
         with pytest.raises(InvalidRequest, match="workers must be a positive whole number"):
-            t.rebuild_projections(workers=0)
+            t.maintenance.rebuild(workers=0)
     result = cli("--db", db, "rebuild", "--all", "--workers", "0")
     assert result.exit_code == 2 and "Traceback" not in result.output
 
@@ -219,10 +219,10 @@ def test_a_gateway_with_its_asyncio_face_open_still_shares_a_rebuild_with_a_help
     with Turnlog(db) as t:
         face = AsyncTurnlog(t)
         assert asyncio.run(face.run(t.sessions)) is not None  # its threads have run a call
-        report = t.rebuild_projections(workers=2, batch=300)
+        report = t.maintenance.rebuild(workers=2, batch=300)
         face.shutdown_threads()
     with Turnlog(single) as t:
-        t.rebuild_projections(workers=1)
+        t.maintenance.rebuild(workers=1)
     assert report["workers"] == 2
     assert table_dump(db) == table_dump(single)
 
@@ -241,11 +241,11 @@ def test_a_failed_helper_process_is_reported_and_a_rerun_finishes_the_rebuild(db
         with monkeypatch.context() as m:
             m.setattr(ProjectionRunner, "fill_elsewhere", broken)  # the forked helper runs this
             with pytest.raises(StoreError, match="rebuild helper process failed"):
-                t.rebuild_projections(workers=2)
-        assert any(s["rebuild_position"] is not None for s in t.projection_status())  # kept for a rerun
-        assert t.rebuild_projections(workers=2)["workers"] == 2
+                t.maintenance.rebuild(workers=2)
+        assert any(s.rebuild_position is not None for s in t.maintenance.projection_status())  # kept for a rerun
+        assert t.maintenance.rebuild(workers=2)["workers"] == 2
     with Turnlog(single) as t:
-        t.rebuild_projections(workers=1)
+        t.maintenance.rebuild(workers=1)
     assert table_dump(db) == table_dump(single)
 
 
@@ -257,7 +257,7 @@ def test_a_process_with_other_threads_rebuilds_alone(db):
     other.start()
     try:
         with Turnlog(db) as t:
-            report = t.rebuild_projections(workers=2)  # forking would copy no other thread
+            report = t.maintenance.rebuild(workers=2)  # forking would copy no other thread
     finally:
         stop.set()
         other.join()
@@ -269,7 +269,7 @@ def test_a_damaged_helper_file_left_by_a_killed_rebuild_is_dropped_and_the_rebui
     clean = str(tmp_path / "clean.db")
     copy_db(db, clean)
     with Turnlog(db) as t:
-        t.rebuild_projections(workers=2, batch=300)
+        t.maintenance.rebuild(workers=2, batch=300)
     left = db + "-rebuild-part1.db"
     with open(left, "wb") as f:
         f.write(b"SQLite format 3\x00" + os.urandom(8192))
@@ -297,13 +297,13 @@ def test_a_rebuild_started_while_another_holds_the_rebuild_lock_is_refused_and_l
         fcntl.flock(lock, fcntl.LOCK_EX)  # as a running rebuild holds it
         with Turnlog(db) as t:
             with pytest.raises(StoreError, match="another rebuild is running"):
-                t.rebuild_projections(workers=2)
+                t.maintenance.rebuild(workers=2)
         assert open(left, "rb").read() == b"a helper's file, still being written"
     finally:
         os.close(lock)
     os.remove(left)
     with Turnlog(db) as t:
-        report = t.rebuild_projections(workers=2)
+        report = t.maintenance.rebuild(workers=2)
     assert report["events"] == report["head"]
     assert cli("--db", clean, "rebuild", "--all", "--json").exit_code == 0
     assert table_dump(db) == table_dump(clean)

@@ -56,7 +56,7 @@ def play_scenario(db: Path) -> None:
 
 
 def snapshot(t: Turnlog) -> dict[str, Any]:
-    keys = sorted({r["session_key"] for r in t.routes()})
+    keys = sorted({r.session_key for r in t.routes()})
     return {
         "routes": t.routes(),
         "sessions": t.sessions(),
@@ -98,11 +98,11 @@ def test_scenario_fills_every_read_model(played):
     _, before = played
     assert len(before["routes"]) == 6
     assert len(before["sessions"]) == 9
-    assert {s["created_reason"] for s in before["sessions"]} == {"first_message", "idle", "suspended",
+    assert {s.created_reason for s in before["sessions"]} == {"first_message", "idle", "suspended",
                                                                   "force_new"}
     # The idle-ended first session was reopened by the switch.
-    assert {s["end_reason"] for s in before["sessions"]} == {None, "suspended", "session_reset", "session_switch"}
-    assert any(s["resume_pending"] for s in before["sessions"])
+    assert {s.end_reason for s in before["sessions"]} == {None, "suspended", "session_reset", "session_switch"}
+    assert any(s.resume_pending for s in before["sessions"])
     assert all(before["history"].values())
 
 
@@ -112,7 +112,7 @@ def test_dropped_routing_tables_come_back_identical_after_rebuild(played):
     assert not {"routes", "sessions", "timeline_streams"} & table_names(db)
 
     with open_engine(db) as t:
-        applied = t.rebuild()
+        applied = t.maintenance.rebuild()["events"]
         after = snapshot(t)
 
     assert applied > 0
@@ -125,7 +125,7 @@ def test_rebuild_restores_a_read_model_that_lost_its_rows_but_kept_its_position(
 
     with open_engine(db) as t:
         assert t.routes() == []  # the projection believes it is up to date
-        t.rebuild(["routes"])
+        t.maintenance.rebuild(["routes"])
         after = snapshot(t)
 
     assert after == before
@@ -134,7 +134,7 @@ def test_rebuild_restores_a_read_model_that_lost_its_rows_but_kept_its_position(
 def test_rebuild_of_intact_read_models_changes_nothing(played):
     db, before = played
     with open_engine(db) as t:
-        t.rebuild()
+        t.maintenance.rebuild()
         assert snapshot(t) == before
 
 

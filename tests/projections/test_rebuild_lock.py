@@ -29,7 +29,7 @@ HELD_REBUILD = textwrap.dedent("""
             sys.stdin.readline()
 
     with Turnlog(sys.argv[1]) as t:
-        t.rebuild_projections(progress=progress, workers=1)
+        t.maintenance.rebuild(progress=progress, workers=1)
     print("done", flush=True)
 """)
 
@@ -39,7 +39,7 @@ def seeded(path: str) -> str:
         for n in range(30):
             source = SessionSource(platform="telegram", chat_type="dm", chat_id=str(n), user_id=str(n))
             t.get_or_create_session(source)
-        t.catch_up()
+        t.maintenance.catch_up()
     return path
 
 
@@ -87,5 +87,5 @@ def test_a_second_rebuild_while_one_runs_is_refused_and_the_first_finishes_clean
     status = json.loads(ok("--db", db, "doctor", "--dry-run", "--json").output)
     assert status["ok"], status
     with Turnlog(db, read_only=True) as t:
-        assert all(p["rebuild_position"] is None for p in t.projection_status())
+        assert all(p.rebuild_position is None for p in t.maintenance.projection_status())
     assert ok("--db", db, "rebuild", "search").exit_code == 0  # once the first is done

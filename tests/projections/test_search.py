@@ -53,11 +53,11 @@ SLACK_MESSAGES = [("user", KO), ("assistant", ZH_OTHER), ("user", "kiwi kiwi kiw
 def converse(t: Turnlog, source: SessionSource, messages: list[tuple[str, str]], clock: ManualClock,
              **fields) -> str:
     session_id = t.get_or_create_session(source).session_id
-    token = t.acquire_lease(session_id, t.routing_key(source), timeout=1)
+    token = t.turns.acquire_lease(session_id, t.routing_key(source), timeout=1)
     for role, text in messages:
         clock.advance(60)
-        t.append_message(token, role, text, **fields)
-    t.release_lease(token)
+        t.turns.append_message(token, role, text, **fields)
+    t.turns.release_lease(token)
     return session_id
 
 
@@ -82,15 +82,15 @@ def t(make_turnlog):
 
 
 def texts(hits) -> list[str]:
-    return [hit["snippet"].replace(">>>", "").replace("<<<", "").strip("…") for hit in hits]
+    return [hit.snippet.replace(">>>", "").replace("<<<", "").strip("…") for hit in hits]
 
 
 def found(t: Turnlog, query: str, **filters) -> set[str]:
     """The full contents of the messages a search finds (by session and seq from the transcripts)."""
     out = set()
     for hit in t.search(query, limit=100, **filters):
-        transcript = t.transcript(hit["session_id"])
-        out.add(next(m["content"] for m in transcript if m["seq"] == hit["seq"]))
+        transcript = t.transcript(hit.session_id)
+        out.add(next(m["content"] for m in transcript if m["seq"] == hit.seq))
     return out
 
 
@@ -195,9 +195,9 @@ def test_cjk_query_finds_the_right_messages(t, lang, query, contents):
 
 
 def test_cjk_query_of_three_or_more_characters_uses_the_trigram_index(t):
-    assert {h["match"] for h in t.search("大别山")} == {"substring"}
-    assert all(h["score"] is not None for h in t.search("大别山"))  # ranked: the trigram index
-    assert all(h["score"] is None for h in t.search("大别"))  # the LIKE fallback, newest first
+    assert {h.match for h in t.search("大别山")} == {"substring"}
+    assert all(h.score is not None for h in t.search("大别山"))  # ranked: the trigram index
+    assert all(h.score is None for h in t.search("大别"))  # the LIKE fallback, newest first
 
 
 def test_cjk_substring_not_present_finds_nothing(t):
@@ -213,8 +213,8 @@ def test_cjk_terms_combine_like_words(t):
 
 
 def test_cjk_snippet_marks_the_match(t):
-    assert [h["snippet"] for h in t.search("大别")] == ["我们讨论了>>>大别<<<山项目的进度"]
-    assert ">>>大别山<<<" in t.search("大别山")[0]["snippet"]
+    assert [h.snippet for h in t.search("大别")] == ["我们讨论了>>>大别<<<山项目的进度"]
+    assert ">>>大别山<<<" in t.search("大别山")[0].snippet
 
 
 # -- filters, ranking, snippets ---------------------------------------------------------------
@@ -223,18 +223,18 @@ def test_cjk_snippet_marks_the_match(t):
 def test_word_search_is_ranked_by_bm25_with_a_highlighted_snippet(t):
     hits = t.search("kiwi")
     assert texts(hits) == ["kiwi kiwi kiwi", "this content is about kiwi"]
-    assert hits[0]["snippet"] == ">>>kiwi<<< >>>kiwi<<< >>>kiwi<<<"
-    assert hits[0]["score"] > hits[1]["score"]
-    assert hits[0]["match"] == "words"
+    assert hits[0].snippet == ">>>kiwi<<< >>>kiwi<<< >>>kiwi<<<"
+    assert hits[0].score > hits[1].score
+    assert hits[0].match == "words"
 
 
 def test_each_hit_names_its_session_key_platform_role_and_time(t):
     hit = t.search("kiwi", role="user", platform="slack")[0]
-    assert hit["session_key"] == t.routing_key(SLACK)
-    assert hit["platform"] == "slack"
-    assert hit["role"] == "user"
-    assert hit["seq"] == 3
-    assert hit["at"] == "2026-03-01T10:17:00.000000+00:00"
+    assert hit.session_key == t.routing_key(SLACK)
+    assert hit.platform == "slack"
+    assert hit.role == "user"
+    assert hit.seq == 3
+    assert hit.at == "2026-03-01T10:17:00.000000+00:00"
 
 
 def test_filters_by_session_key_platform_and_role(t):
@@ -288,16 +288,16 @@ def test_search_rebuilds_from_its_own_events_without_other_read_models(db, clock
     conn.commit()
     conn.close()
     with Turnlog(db, clock=clock) as t:
-        t.rebuild_projections(["search"])
+        t.maintenance.rebuild(["search"])
         assert found(t, "kiwi", key=t.routing_key(SLACK), platform="slack") == {"kiwi kiwi kiwi"}
 
 
 def test_a_session_reopened_under_another_key_files_later_messages_under_it(t, clock):
     first = converse(t, DISCORD, [("user", "mango before the switch")], clock)
     t.switch_session(ALICE, first, force=True)  # a session of another key
-    token = t.acquire_lease(first, t.routing_key(ALICE), timeout=1)
-    t.append_message(token, "user", "mango after the switch")
-    t.release_lease(token)
+    token = t.turns.acquire_lease(first, t.routing_key(ALICE), timeout=1)
+    t.turns.append_message(token, "user", "mango after the switch")
+    t.turns.release_lease(token)
     assert found(t, "mango", key=t.routing_key(DISCORD)) == {"mango before the switch"}
     assert found(t, "mango", key=t.routing_key(ALICE)) == {"mango after the switch"}
 
@@ -337,15 +337,15 @@ def test_the_search_table_holds_every_field_of_each_transcript_message(tmp_path,
     db = str(tmp_path / "fields.db")
     with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
         session_id = t.get_or_create_session(ALICE).session_id
-        token = t.acquire_lease(session_id, t.routing_key(ALICE), timeout=1)
-        t.append_message(token, "user", "what is the weather", platform_message_id="m7")
-        t.append_message(token, "assistant", "checking", tool_calls=[{"id": "c1", "name": "weather"}],
+        token = t.turns.acquire_lease(session_id, t.routing_key(ALICE), timeout=1)
+        t.turns.append_message(token, "user", "what is the weather", platform_message_id="m7")
+        t.turns.append_message(token, "assistant", "checking", tool_calls=[{"id": "c1", "name": "weather"}],
                          token_count=12, finish_reason="tool_calls")
-        t.append_message(token, "tool", "sunny", tool_call_id="c1", name="weather")
-        t.release_lease(token)
+        t.turns.append_message(token, "tool", "sunny", tool_call_id="c1", name="weather")
+        t.turns.release_lease(token)
         # The messages as their events in the log hold them.
-        logged = [message_row(e) for e in t.app.events.get(transcript_id(session_id))]
-        t.catch_up()
+        logged = [message_row(e) for e in t._app.events.get(transcript_id(session_id))]
+        t.maintenance.catch_up()
     conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
     rows = [dict(r) for r in conn.execute(

@@ -69,10 +69,10 @@ def play(t: Turnlog, clock: Any, tmp_path: Path, *, hermes_import: bool) -> str:
         t.handle_message(alice(f"a{i}"), text, echo, lambda text: None)
         t.maintenance.catch_up()
     session = t.get_or_create_session(alice()).session_id
-    token = t.acquire_lease(session, t.routing_key(alice()), timeout=1)
+    token = t.turns.acquire_lease(session, t.routing_key(alice()), timeout=1)
     t.turns.append_message(token, "assistant", "", tool_calls=[{"id": "c1", "name": "weather"}], token_count=3)
     t.turns.append_message(token, "tool", "sunny", tool_call_id="c1", name="weather")
-    t.release_lease(token)
+    t.turns.release_lease(token)
     t.maintenance.catch_up()
     t.compact(session, summary="about apples", keep_turns=3)
     t.maintenance.catch_up()

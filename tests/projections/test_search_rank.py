@@ -36,11 +36,11 @@ def write(t: Turnlog, clock: ManualClock, rng: random.Random, sessions: int, per
     for n in range(sessions):
         source = SessionSource(platform="telegram", chat_type="dm", chat_id=str(n), user_id=str(n))
         session_id = t.get_or_create_session(source).session_id
-        token = t.acquire_lease(session_id, t.routing_key(source), timeout=1)
+        token = t.turns.acquire_lease(session_id, t.routing_key(source), timeout=1)
         for i in range(per_session):
             clock.advance(1)
-            t.append_message(token, "user" if i % 2 == 0 else "assistant", sentence(rng))
-        t.release_lease(token)
+            t.turns.append_message(token, "user" if i % 2 == 0 else "assistant", sentence(rng))
+        t.turns.release_lease(token)
 
 
 def oracle(db: str, query: str, positions: list[int]) -> dict[int, float]:
@@ -77,25 +77,25 @@ def test_scores_equal_sqlite_bm25(corpus, query):
     t, db, _ = corpus
     hits = t.search(query, limit=50)
     assert hits, query
-    expected = oracle(db, query, [h["position"] for h in hits])
+    expected = oracle(db, query, [h.position for h in hits])
     for hit in hits:
-        assert hit["score"] == pytest.approx(expected[hit["position"]], abs=1e-5), (query, hit)
-    scores = [h["score"] for h in hits]
+        assert hit.score == pytest.approx(expected[hit.position], abs=1e-5), (query, hit)
+    scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)
 
 
 def test_term_statistics_are_refreshed_when_the_index_grows_past_the_drift(corpus):
     t, db, clock = corpus
     before = t.search("latency", limit=5)
-    assert before[0]["score"] > 0.1  # a word in a minority of messages: its idf is well above zero
-    assert before[0]["score"] == pytest.approx(oracle(db, "latency", [before[0]["position"]])[before[0]["position"]],
+    assert before[0].score > 0.1  # a word in a minority of messages: its idf is well above zero
+    assert before[0].score == pytest.approx(oracle(db, "latency", [before[0].position])[before[0].position],
                                                abs=1e-5)
     # 10% more messages: N and the count of "latency" change; a stale count gives another idf.
     assert STATS_DRIFT < 0.1
     write(t, clock, random.Random(8), sessions=3, per_session=17)
     after = t.search("latency", limit=5)
-    expected = oracle(db, "latency", [h["position"] for h in after])
-    assert [h["score"] for h in after] == pytest.approx([expected[h["position"]] for h in after], abs=1e-5)
+    expected = oracle(db, "latency", [h.position for h in after])
+    assert [h.score for h in after] == pytest.approx([expected[h.position] for h in after], abs=1e-5)
 
 
 def test_ranking_prefers_more_occurrences_in_a_shorter_message(tmp_path):
@@ -103,14 +103,14 @@ def test_ranking_prefers_more_occurrences_in_a_shorter_message(tmp_path):
     with Turnlog(str(tmp_path / "r.db"), clock=clock, session_ids=SequentialIds()) as t:
         source = SessionSource(platform="local", chat_type="dm", chat_id="1", user_id="1")
         session_id = t.get_or_create_session(source).session_id
-        token = t.acquire_lease(session_id, t.routing_key(source), timeout=1)
+        token = t.turns.acquire_lease(session_id, t.routing_key(source), timeout=1)
         for text in ["kiwi once in a rather long message about many other things entirely", "kiwi kiwi",
                      "kiwis are not kiwi_fruit", "a kiwi"]:
             clock.advance(1)
-            t.append_message(token, "user", text)
-        t.release_lease(token)
+            t.turns.append_message(token, "user", text)
+        t.turns.release_lease(token)
         hits = t.search("kiwi")
-    snippets = [h["snippet"] for h in hits]
+    snippets = [h.snippet for h in hits]
     assert snippets[:2] == [">>>kiwi<<< >>>kiwi<<<", "a >>>kiwi<<<"]
     # "kiwis" is another word; "_" separates words as the index's tokenizer does
     assert "kiwis are not >>>kiwi<<<_fruit" in snippets

@@ -46,9 +46,9 @@ src = SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="
                     message_id="m6")
 
 def think(history, item):
-    holder = t.lease_holder(history[-1].session_id)
+    holder = t.turns.holder(history[-1].session_id)
     kit.ready(session_id=history[-1].session_id,
-              holder={**holder, "expires_at": holder["expires_at"].isoformat()})
+              holder={**holder.to_dict(), "expires_at": holder.expires_at.isoformat()})
     kit.hang()
 
 t.handle_message(src, "this turn is cut off", think, print)

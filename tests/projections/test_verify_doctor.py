@@ -18,13 +18,13 @@ from chat import ALICE, BOB
 
 def converse(t: Turnlog, source: SessionSource, *texts: str) -> str:
     session_id = t.get_or_create_session(source).session_id
-    token = t.acquire_lease(session_id, t.routing_key(source), timeout=1)
+    token = t.turns.acquire_lease(session_id, t.routing_key(source), timeout=1)
     for i, text in enumerate(texts):
         if i % 2:
-            t.record_reply(token, text, reply_to=source)
+            t.turns.record_reply(token, text, reply_to=source)
         else:
-            t.append_message(token, "user", text)
-    t.release_lease(token)
+            t.turns.append_message(token, "user", text)
+    t.turns.release_lease(token)
     return session_id
 
 
@@ -41,7 +41,7 @@ def db(tmp_path, clock):
         converse(t, ALICE, "hello kiwi", "hi, what about kiwi?", "数据库迁移 tonight", "ok")
         converse(t, BOB, "deploy the mango release", "done")
         t.suspend(ALICE, "operator")
-        t.catch_up()
+        t.maintenance.catch_up()
     return path
 
 
@@ -86,7 +86,7 @@ def test_verify_passes_on_an_untouched_database(db):
 
 def test_verify_names_a_hand_edited_row_and_exits_1(db, clock):
     with Turnlog(db, clock=clock) as t:
-        session_id = t.sessions()[0]["session_id"]
+        session_id = t.sessions()[0].session_id
     sql(db, f"UPDATE sessions SET display_name='mallory' WHERE session_id='{session_id}'")
 
     result = cli("--db", db, "verify")
@@ -124,10 +124,10 @@ def test_verify_only_the_named_projections(db):
 
 def test_verify_api_report(db, clock):
     with Turnlog(db, clock=clock) as t:
-        report = t.verify()
+        report = t.maintenance.verify()
         assert report["ok"] is True
         sql(db, "UPDATE deliveries SET state='delivered'")
-        report = t.verify(["ledger"])
+        report = t.maintenance.verify(["ledger"])
     assert report["ok"] is False
     assert [p["name"] for p in report["projections"]] == ["ledger"]
     assert report["projections"][0]["tables"][0]["changed"] >= 1
@@ -159,22 +159,22 @@ def test_search_on_a_damaged_index_rebuilds_it_from_the_log_and_answers(db, cloc
     with Turnlog(db, clock=clock) as t:
         assert t.search("kiwi") == expected
         assert t.search("数据库") != []
-        assert t.doctor(repair=False)["findings"] == []
+        assert t.maintenance.doctor(repair=False)["findings"] == []
 
     assert log_checksum(db) == before
 
 
 def test_a_write_into_a_damaged_index_rebuilds_it_and_goes_on(db, clock):
     with Turnlog(db, clock=clock) as t:
-        head = t.projection_status()[0]["head"]
+        head = t.maintenance.projection_status()[0].head
     before = log_checksum(db)
     damage_structure(db)
     with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
         converse(t, BOB, "a new papaya arrives")
-        assert t.catch_up() >= 0  # catching the search index up meets the damage, repairs it
-        assert [h["snippet"] for h in t.search("papaya")] == ["a new >>>papaya<<< arrives"]
+        assert t.maintenance.catch_up() >= 0  # catching the search index up meets the damage, repairs it
+        assert [h.snippet for h in t.search("papaya")] == ["a new >>>papaya<<< arrives"]
         assert len(t.search("kiwi")) == 2
-        assert t.verify()["ok"] is True
+        assert t.maintenance.verify()["ok"] is True
     assert log_checksum(db, upto=head) == before  # the new turn was appended; nothing else changed
 
 
@@ -205,13 +205,13 @@ def test_doctor_reports_then_repairs_a_damaged_index_and_never_touches_the_log(d
 def test_doctor_deep_repairs_a_read_model_that_lost_its_rows(db, clock):
     sql(db, "DROP TABLE leases")
     with Turnlog(db, clock=clock) as t:  # opening recreates the table, empty, at the old position
-        assert t.verify(["leases"])["ok"] is False
-        assert t.doctor()["findings"] == []  # the quick checks cannot see it ...
-        report = t.doctor(deep=True)  # ... comparing with a rebuild does
+        assert t.maintenance.verify(["leases"])["ok"] is False
+        assert t.maintenance.doctor()["findings"] == []  # the quick checks cannot see it ...
+        report = t.maintenance.doctor(deep=True)  # ... comparing with a rebuild does
         assert [(f["check"], f["projection"], f["repaired"]) for f in report["findings"]] == [
             ("verify", "leases", True)]
         assert report["ok"] is True
-        assert t.verify()["ok"] is True
+        assert t.maintenance.verify()["ok"] is True
 
 
 def test_doctor_cli_deep(db):

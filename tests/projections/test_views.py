@@ -21,7 +21,7 @@ def projection_tables() -> set[str]:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp, T(f"{tmp}/x.db") as t:
-        return {table for p in t.projections.projections.values() for table in p.tables}
+        return {table for p in t._projections.projections.values() for table in p.tables}
 
 
 def test_no_sql_on_a_projection_table_outside_projections():
@@ -44,23 +44,23 @@ def test_no_sql_on_a_projection_table_outside_projections():
 def test_views_return_typed_rows_and_never_catch_up(tmp_path):
     with Turnlog(str(tmp_path / "gw.db"), clock=ManualClock(), session_ids=SequentialIds()) as t:
         t.handle_message(alice("m1"), "hello", reply_with("hi"), lambda text: None)
-        assert t.views.sessions() == []  # the views read the models as they are: not caught up yet
+        assert t._views.sessions() == []  # the views read the models as they are: not caught up yet
         assert len(t.sessions()) == 1  # the facade catches up first (read-your-writes)
-        rows = t.views.sessions()
+        rows = t._views.sessions()
         assert dataclasses.is_dataclass(rows[0]) and rows[0].session_key == "agent:main:telegram:dm:42"
-        assert dataclasses.is_dataclass(t.views.routes()[0])
-        delivery, content = t.views.ledger()[0]
+        assert dataclasses.is_dataclass(t._views.routes()[0])
+        delivery, content = t._views.ledger()[0]
         assert dataclasses.is_dataclass(delivery) and delivery.state == "delivered" and content == "hi"
         t.handle_message(alice("m1"), "again", reply_with("hi"), lambda text: None)
-        before = t.projections.positions()
+        before = t._projections.positions()
         files = [tmp_path / "gw.db", tmp_path / "gw.db-wal"]
 
         def digest() -> list[str]:
             return [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
         written = digest()
-        t.views.sessions(), t.views.ledger(), t.views.held_leases(), t.views.owed_deliveries()
-        t.views.search("hello")
-        assert t.projections.positions() == before  # nothing moved
+        t._views.sessions(), t._views.ledger(), t._views.held_leases(), t._views.owed_deliveries()
+        t._views.search("hello")
+        assert t._projections.positions() == before  # nothing moved
         assert digest() == written
 
 
