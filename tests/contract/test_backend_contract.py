@@ -43,16 +43,16 @@ def test_the_lease_fences_a_stale_writer_after_a_takeover(make_turnlog, clock):
     a, b = make_turnlog(owner="gateway-a"), make_turnlog(owner="gateway-b")
     session_id = a.get_or_create_session(ALICE).session_id
     key = a.routing_key(ALICE)
-    held = a.acquire_lease(session_id, key, timeout=1)
+    held = a.turns.acquire_lease(session_id, key, timeout=1)
     with pytest.raises(LeaseTimeout):
-        b.acquire_lease(session_id, key, timeout=0)
+        b.turns.acquire_lease(session_id, key, timeout=0)
     clock.advance(3600)  # far past the lease's time to live
-    taken = b.acquire_lease(session_id, key, timeout=1)
+    taken = b.turns.acquire_lease(session_id, key, timeout=1)
     assert taken.epoch > held.epoch
     with pytest.raises(StaleLease):
-        a.append_message(held, "assistant", "too late")
-    b.append_message(taken, "assistant", "in time")
-    b.release_lease(taken)
+        a.turns.append_message(held, "assistant", "too late")
+    b.turns.append_message(taken, "assistant", "in time")
+    b.turns.release_lease(taken)
     assert [m["content"] for m in a.transcript(session_id)] == ["in time"]
     acquired = [h for h in a.history(session_id) if h.event == "LeaseAcquired"]
     assert [h.data.get("taken_over_from") is not None for h in acquired] == [False, True]
@@ -71,7 +71,7 @@ def test_a_turn_is_recorded_as_its_events_with_actor_and_cause(make_turnlog):
     session_id = b.get_or_create_session(ALICE).session_id
     assert [(m["role"], m["content"]) for m in b.transcript(session_id)] == [
         ("user", "deploy the gateway"), ("assistant", "deployed")]
-    assert [row["state"] for row in b.ledger()] == ["delivered"]
+    assert [row.state for row in b.ledger()] == ["delivered"]
 
 
 IN_AGENT = """
@@ -117,7 +117,7 @@ def test_the_sweep_resends_a_reply_owed_by_a_gone_boot_once_with_the_prefix(make
         raise ConnectionError("platform API unavailable")
 
     first.handle_message(ALICE, "what is the answer?", answer("42"), platform_down)
-    assert [row["state"] for row in first.ledger()] == ["failed"]
+    assert [row.state for row in first.ledger()] == ["failed"]
     clock.advance(120)
     later = make_turnlog(owner="gateway-b")  # the first boot never stopped: it is gone
     later.start_gateway("main")
@@ -127,7 +127,7 @@ def test_the_sweep_resends_a_reply_owed_by_a_gone_boot_once_with_the_prefix(make
     [(chat_id, text)] = resent
     assert chat_id == "42" and text.startswith("♻️ Recovered reply") and text.endswith("42")
     assert later.sweep_deliveries(never_called).delivered == []
-    assert [row["state"] for row in later.ledger()] == ["delivered"]
+    assert [row.state for row in later.ledger()] == ["delivered"]
 
 
 def test_search_finds_text_written_by_another_gateway(make_turnlog):
@@ -135,9 +135,9 @@ def test_search_finds_text_written_by_another_gateway(make_turnlog):
     a.handle_message(ALICE, "please check the 数据库迁移 kiwi", answer("kiwi checked"), never_called_ok())
     b.handle_message(BOB, "deploy the gateway", answer("deployed"), never_called_ok())
     alice_session = a.get_or_create_session(ALICE).session_id
-    assert [h["session_id"] for h in b.search("kiwi")] == [alice_session, alice_session]
-    assert [h["session_id"] for h in b.search("数据库")] == [alice_session]
-    assert b.search("deploy")[0]["platform"] == "slack"
+    assert [h.session_id for h in b.search("kiwi")] == [alice_session, alice_session]
+    assert [h.session_id for h in b.search("数据库")] == [alice_session]
+    assert b.search("deploy")[0].platform == "slack"
     assert a.search("kiwi", key=a.routing_key(BOB)) == []
 
 
@@ -183,10 +183,10 @@ def test_read_models_rebuild_from_the_log_and_verify_against_it(make_turnlog):
     t.handle_message(ALICE, "please check the kiwi", answer("kiwi checked"), never_called_ok())
     t.handle_message(BOB, "deploy the gateway", answer("deployed"), never_called_ok())
     before = (t.routes(), t.sessions(), t.ledger(), t.search("kiwi"))
-    report = t.rebuild_projections()
+    report = t.maintenance.rebuild()
     assert report["events"] == report["head"]
     assert (t.routes(), t.sessions(), t.ledger(), t.search("kiwi")) == before
-    assert t.verify()["ok"]
+    assert t.maintenance.verify()["ok"]
 
 
 def test_a_fresh_gateway_catches_its_empty_read_models_up_from_the_log(backend, make_turnlog):
@@ -201,8 +201,8 @@ def test_the_hash_chain_verifies_every_event_written(make_turnlog):
     a, b = make_turnlog(owner="gateway-a"), make_turnlog(owner="gateway-b")
     a.handle_message(ALICE, "hello", answer("hi"), never_called_ok())
     b.handle_message(BOB, "deploy", answer("done"), never_called_ok())
-    assert a.verify_chain() == [] and b.verify_chain() == []
-    assert b.chain_report().breaks == []
+    assert a.maintenance.verify_chain().breaks == [] and b.maintenance.verify_chain().breaks == []
+    assert b.maintenance.verify_chain().breaks == []
 
 
 def test_a_closed_engine_leaves_the_log_for_the_next_one(backend, make_turnlog):
@@ -210,7 +210,7 @@ def test_a_closed_engine_leaves_the_log_for_the_next_one(backend, make_turnlog):
     first.handle_message(ALICE, "hello", answer("hi"), never_called_ok())
     first.close()
     with Turnlog(backend.db, views=backend.views()) as reopened:
-        assert [r["session_key"] for r in reopened.routes()] == [first.routing_key(ALICE)]
+        assert [r.session_key for r in reopened.routes()] == [first.routing_key(ALICE)]
 
 
 def test_a_group_commit_fails_only_its_stale_member(make_turnlog):

@@ -133,16 +133,16 @@ def check(db: str, work: Path, *, killed_boot: str | None = None) -> dict:
                 assert answered_ids[message_id] <= 1
         takeovers, renewals = [], 0
         for s in t.sessions():
-            messages = t.transcript(s["session_id"])
+            messages = t.transcript(s.session_id)
             turns = [m["turn_id"] for m in messages]
             runs = [tid for n, tid in enumerate(turns) if n == 0 or turns[n - 1] != tid]
             assert len(runs) == len(set(runs)), f"turns interleave in {s['session_id']}"
-            for h in t.history(s["session_id"]):
+            for h in t.history(s.session_id):
                 if h.event == "LeaseAcquired" and h.data["taken_over_from"]:
                     takeovers.append((h.data["taken_over_from"], h.at))
                 renewals += h.event == "LeaseRenewed" and h.cause == "keeper"
         ledger = t.ledger()
-        assert {r["state"] for r in ledger} <= {"delivered"}
+        assert {r.state for r in ledger} <= {"delivered"}
         assert len(ledger) == len(replies)
     if killed_boot is None:
         assert takeovers == [], f"a live holder lost its lease: {takeovers}"

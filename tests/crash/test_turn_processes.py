@@ -101,7 +101,7 @@ def test_concurrent_processes_never_interleave_turns(tmp_path, mode):
     sent = {f"w{w}-m{i}" for w in range(PROCESSES) for i in range(TURNS_PER_PROCESS)}
 
     with Turnlog(db) as t:
-        sessions = [s["session_id"] for s in t.sessions()]
+        sessions = [s.session_id for s in t.sessions()]
         assert len(sessions) == KEYS  # one session per key: nobody reset or forked a conversation
         seen = Counter()
         turns = 0
@@ -142,12 +142,12 @@ def test_concurrent_processes_never_interleave_turns(tmp_path, mode):
         assert {o["delivery"] for o in outcomes} == {"delivered"}
         ledger = t.ledger()
         assert len(ledger) == turns
-        assert {r["state"] for r in ledger} == {"delivered"}
+        assert {r.state for r in ledger} == {"delivered"}
         print(f"\n{PROCESSES} processes x {TURNS_PER_PROCESS} messages on {KEYS} keys: {turns} turns"
               f" ({len(sent) - turns} messages merged into a pending burst) in {elapsed:.1f}s")
         for sid in sessions:
-            assert t.lease_holder(sid) is None
-            assert t.queue(t.session(sid)["session_key"]) == []
+            assert t.turns.holder(sid) is None
+            assert t.queue(t.session(sid).session_key) == []
 
 
 # -- a holder killed with SIGKILL: its lease expires and is taken over --------------------------
@@ -161,7 +161,7 @@ from turnlog import EngineConfig, SessionSource
 source = SessionSource(platform="telegram", chat_id="chat-0", user_id="user-0")
 t = kit.turnlog(config=EngineConfig(lease_ttl_s=HOLDER_TTL_S))
 r = t.get_or_create_session(source)
-token = t.acquire_lease(r.session_id, r.session_key, timeout=5)
+token = t.turns.acquire_lease(r.session_id, r.session_key, timeout=5)
 kit.ready(owner=t.owner, session_id=r.session_id, session_key=r.session_key, epoch=token.epoch,
           expires_at=token.expires_at.isoformat())
 kit.hang()
@@ -179,12 +179,12 @@ def test_lease_of_a_killed_holder_is_taken_over_after_its_ttl(tmp_path):
 
         # before the TTL: the dead process still holds it, and the error names it
         with pytest.raises(LeaseTimeout) as err:
-            survivor.acquire_lease(sid, key, timeout=0.05)
+            survivor.turns.acquire_lease(sid, key, timeout=0.05)
         assert dead["owner"] in str(err.value)
-        assert survivor.lease_holder(sid)["owner"] == dead["owner"]
+        assert survivor.turns.holder(sid).owner == dead["owner"]
 
         # after the TTL: taken over
-        token = survivor.acquire_lease(sid, key, timeout=30 * HOLDER_TTL_S)
+        token = survivor.turns.acquire_lease(sid, key, timeout=30 * HOLDER_TTL_S)
         assert token.epoch == dead["epoch"] + 1
         assert token.owner == survivor.owner
         acquired = [h for h in survivor.history(sid) if h.event == "LeaseAcquired"]
@@ -194,6 +194,6 @@ def test_lease_of_a_killed_holder_is_taken_over_after_its_ttl(tmp_path):
         assert acquired[-1].data["taken_over_from"] == dead["owner"]
         # not before the dead holder's lease had expired
         assert datetime.fromisoformat(acquired[-1].at) >= datetime.fromisoformat(dead["expires_at"])
-        assert survivor.lease_holder(sid)["owner"] == survivor.owner
-        survivor.append_message(token, "user", "after the crash")
-        assert survivor.release_lease(token) is True
+        assert survivor.turns.holder(sid).owner == survivor.owner
+        survivor.turns.append_message(token, "user", "after the crash")
+        assert survivor.turns.release_lease(token) is True
