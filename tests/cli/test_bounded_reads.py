@@ -39,8 +39,8 @@ def busy(tmp_path_factory):
                 t.command(source(0, 99), "/new")
         t.stop_gateway()
         key = t.routing_key(source(0, 0))
-        t.catch_up()
-        head = t.projection_status()[0]["head"]
+        t.maintenance.catch_up()
+        head = t.maintenance.projection_status()[0].head
         own = t.diff("#1", f"#{head}", key=key)
         ledger = t.ledger()
     return path, key, head, own, ledger
@@ -70,7 +70,7 @@ def test_ledger_limit_reads_only_the_rows_it_shows(busy, decoded):
     path, key, head, own, ledger = busy
     assert len(ledger) == USERS * TURNS
     rows = [orjson.loads(line) for line in run("--db", path, "ledger", "--limit", "3", "--nl").splitlines()]
-    assert [(r["session_id"], r["seq"]) for r in rows] == [(r["session_id"], r["seq"]) for r in ledger[:3]]
+    assert [(r["session_id"], r["seq"]) for r in rows] == [(r.session_id, r.seq) for r in ledger[:3]]
     assert decoded["n"] <= 3, decoded  # the whole ledger would be USERS * TURNS
 
 

@@ -90,7 +90,7 @@ def test_ids_of_the_wrong_type_or_with_control_characters_are_refused_with_their
         "line 4: message_id holds a control character: 'a\\x00b'",
     ]
     with Turnlog(db) as t:
-        assert [s["session_key"] for s in t.sessions()] == ["agent:main:telegram:dm:42"]
+        assert [s.session_key for s in t.sessions()] == ["agent:main:telegram:dm:42"]
 
 
 def test_a_source_without_a_platform_or_chat_id_names_the_field_it_lacks(tmp_path):

@@ -138,5 +138,5 @@ def test_ingest_imports_every_good_record_and_names_every_bad_one(generated):
         messages = [r for r in good if r["op"] == "message"]
         assert report["commands"] == len(good) - len(messages)
         with Turnlog(db) as t:
-            users = [m["content"] for s in t.sessions() for m in t.transcript(s["session_id"]) if m["role"] == "user"]
+            users = [m["content"] for s in t.sessions() for m in t.transcript(s.session_id) if m["role"] == "user"]
         assert sorted(users) == sorted(r["text"] for r in messages)

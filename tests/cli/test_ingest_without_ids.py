@@ -37,8 +37,8 @@ CHAT = [
 
 def transcripts(db):
     with Turnlog(db) as t:
-        sessions = sorted(t.sessions(), key=lambda s: s["created_at"])
-        return [[m["content"] for m in t.transcript(s["session_id"])] for s in sessions]
+        sessions = sorted(t.sessions(), key=lambda s: s.created_at)
+        return [[m["content"] for m in t.transcript(s.session_id)] for s in sessions]
 
 
 def ingest(db, path, *args):

@@ -83,7 +83,7 @@ def test_a_read_answers_while_another_process_holds_the_write_lock(db):
 def test_a_read_behind_the_log_answers_as_of_its_positions_with_a_note_while_the_lock_is_held(db):
     with Turnlog(str(db)) as t:  # written, not caught up: the read models are behind
         t.get_or_create_session(SessionSource(platform="telegram", chat_type="dm", chat_id="7", user_id="7"))
-        behind = t.projections_behind()
+        behind = t.maintenance.projections_behind()
     assert behind > 0
     with WriteLockHeld(db):
         result = run("--db", str(db), "sessions", "--json")

@@ -52,11 +52,11 @@ def test_a_writing_open_makes_the_local_file_which_is_then_writable(location):
 def test_the_log_reads_back_every_event_in_position_order(location):
     with Turnlog(location[0], views=location[1]) as t:
         route(t, 5)
-        log = t.projections.log
+        log = t._projections.log
         head = log.head()
-        assert head == t.app.recorder.max_notification_id() and head > 0
+        assert head == t._app.recorder.max_notification_id() and head > 0
         rows = log.read(0, head, 1000)
-        notifications = t.app.recorder.select_notifications(0, 1000, inclusive_of_start=False)
+        notifications = t._app.recorder.select_notifications(0, 1000, inclusive_of_start=False)
         assert [r[0] for r in rows] == [n.id for n in notifications] == sorted(r[0] for r in rows)
         assert log.count(0, head) == len(rows)
         stream = log.stream_of(rows[0])
@@ -66,7 +66,7 @@ def test_the_log_reads_back_every_event_in_position_order(location):
 def test_a_read_only_open_reads_what_a_writer_wrote_and_writes_nothing(location):
     with Turnlog(location[0], views=location[1]) as t:
         route(t, 3)
-        t.catch_up()
+        t.maintenance.catch_up()
     backend = create(*location).prepare(read_only=True, create_missing=False)
     assert backend.env.get("CREATE_TABLE") == "false" and backend.views_path.startswith("file:")
     with Turnlog(location[0], views=location[1], read_only=True) as reader:

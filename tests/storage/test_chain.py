@@ -32,9 +32,9 @@ def open_log(db: Path, minute: int = 0) -> Turnlog:
 def live_turns(db: Path, texts: list[str], first_minute: int = 1) -> None:
     with open_log(db) as t:
         for n, text in enumerate(texts):
-            t.clock.set(f"2026-03-01T10:{first_minute + n:02d}:00+00:00")
+            t._clock.set(f"2026-03-01T10:{first_minute + n:02d}:00+00:00")
             t.handle_message(alice(f"m{first_minute + n}"), text, echo, lambda reply: None)
-        t.seal()
+        t.maintenance.seal()
 
 
 def user_message_position(db: Path, text: str) -> int:
@@ -72,7 +72,7 @@ def delete_event(db: Path, rowid: int) -> None:
 
 def verify(db: Path) -> list[ChainBreak]:
     with open_log(db, 30) as t:
-        return t.verify_chain()
+        return t.maintenance.verify_chain().breaks
 
 
 # Not conftest's `db`: a Path to a log already holding three sealed turns (the sqlite3 helpers read it).
@@ -104,8 +104,8 @@ def test_events_written_after_a_seal_extend_the_chain_and_still_verify(db):
     before = count_events(db)
     live_turns(db, ["hello 4"], first_minute=4)
     with open_log(db, 30) as t:
-        assert t.seal() == 0  # the turn's reads already sealed it
-        assert t.verify_chain() == []
+        assert t.maintenance.seal() == 0  # the turn's reads already sealed it
+        assert t.maintenance.verify_chain().breaks == []
     assert count_events(db) > before
     assert sealed_positions(db) == list(range(1, count_events(db) + 1))
 
@@ -115,8 +115,8 @@ def test_each_write_seals_its_own_events_so_seal_finds_nothing_left(tmp_path):
     with open_log(db) as t:
         t.get_or_create_session(alice("m1"))
         assert sealed_positions(db) == list(range(1, count_events(db) + 1))
-        assert t.seal() == 0
-        assert t.verify_chain() == []
+        assert t.maintenance.seal() == 0
+        assert t.maintenance.verify_chain().breaks == []
 
 
 # -- tampering ---------------------------------------------------------------------------------------
@@ -127,8 +127,8 @@ def test_an_edited_event_is_named_by_its_position(db):
     assert b'"content":"hello 2"' in state
     set_state(db, position, state.replace(b'"content":"hello 2"', b'"content":"hello 9"'))
     with open_log(db, 30) as t:  # the edit is real: the engine now reads the forged text
-        t.rebuild_projections(["search"])  # (transcripts are read through it, built before the edit)
-        s1 = t.session(t.routes()[0]["session_id"])["session_id"]
+        t.maintenance.rebuild(["search"])  # (transcripts are read through it, built before the edit)
+        s1 = t.session(t.routes()[0].session_id).session_id
         assert [m["content"] for m in t.transcript(s1) if m["role"] == "user"] == ["hello 1", "hello 9", "hello 3"]
     assert verify(db) == [ChainBreak(position, "edited")]
 
@@ -202,7 +202,7 @@ def test_verify_chain_cli_names_an_edited_event_and_passes_when_untouched(tmp_pa
         for n in range(3):
             source.message_id = f"m{n}"
             t.handle_message(source, f"q{n}", reply_with("a"), lambda text: None)
-        t.seal()
+        t.maintenance.seal()
     runner = CliRunner()
     clean = runner.invoke(main, ["--db", db, "verify", "--chain"])
     assert clean.exit_code == 0 and "chain: ok" in clean.output

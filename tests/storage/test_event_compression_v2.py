@@ -79,10 +79,10 @@ def test_the_old_log_holds_plain_json_and_deflate_v1_events_and_snapshots() -> N
 def test_a_log_written_by_a0c9696_is_read_verified_and_extended_in_v2(old_log: Path) -> None:
     assert cli(old_log, "verify", "--chain").strip() == "chain: ok"
     with Turnlog(old_log) as t:
-        shown = t.show(OLD_KEY)
+        messages = t.transcript(t.session(OLD_KEY).session_id)
         assert len(t.sessions()) == 12
-    assert len(shown["messages"]) == 120
-    assert shown["messages"][-1]["content"] == "old reply to old message 59"
+    assert len(messages) == 120
+    assert messages[-1]["content"] == "old reply to old message 59"
 
     turns(old_log, 0, 3)  # loads the session, its lease and inbox from their v1 snapshots
 
@@ -91,8 +91,8 @@ def test_a_log_written_by_a0c9696_is_read_verified_and_extended_in_v2(old_log: P
     assert cli(old_log, "verify", "--chain").strip() == "chain: ok"
     cli(old_log, "verify")  # every read model rebuilt from the whole log matches
     with Turnlog(old_log) as t:
-        assert [m["content"] for m in t.show(OLD_KEY)["messages"][-2:]] == ["new message 2", "new reply to new message 2"]
-        assert len(t.show(OLD_KEY)["messages"]) == 126
+        assert [m["content"] for m in t.transcript(t.session(OLD_KEY).session_id)[-2:]] == ["new message 2", "new reply to new message 2"]
+        assert len(t.transcript(t.session(OLD_KEY).session_id)) == 126
     history = json.loads(cli(old_log, "history", OLD_KEY, "--json"))
     assert any("new message 2" in json.dumps(row) for row in history)
     assert any("old message 0" in json.dumps(row) for row in history)
@@ -117,7 +117,7 @@ def test_a_new_log_is_written_in_v2_events_and_snapshots_and_verifies(tmp_path: 
     assert cli(db, "verify", "--chain").strip() == "chain: ok"
     cli(db, "verify")
     with Turnlog(db) as t:  # loaded from its v2 snapshot
-        assert len(t.show(OLD_KEY)["messages"]) == 120
+        assert len(t.transcript(t.session(OLD_KEY).session_id)) == 120
 
 
 def test_compaction_off_still_writes_plain_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,7 +129,7 @@ def test_compaction_off_still_writes_plain_json(tmp_path: Path, monkeypatch: pyt
     turns(db, 2, 1)
     assert set(tags(db)) == {b"{", V2}
     with Turnlog(db) as t:
-        assert [m["content"] for m in t.show(OLD_KEY)["messages"]][::2] == [f"new message {n}" for n in range(3)]
+        assert [m["content"] for m in t.transcript(t.session(OLD_KEY).session_id)][::2] == [f"new message {n}" for n in range(3)]
 
 
 def test_the_shipped_dictionary_is_the_one_v2_events_were_written_with() -> None:

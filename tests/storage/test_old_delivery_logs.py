@@ -57,7 +57,7 @@ def test_an_old_logs_ledger_reads_as_it_did_from_the_read_model_and_the_log(old)
     assert {e.class_version for e in events(old, "DeliveryRecorded")} == {4}
     assert all(e.attempting_owner is None and e.attempt is None for e in events(old, "DeliveryRecorded"))
     assert len(events(old, "DeliveryAttempting")) == 4
-    assert old.verify()["ok"]
+    assert old.maintenance.verify()["ok"]
 
 
 def test_an_old_log_verifies_its_chain_after_new_turns(old, copied):
@@ -66,7 +66,7 @@ def test_an_old_log_verifies_its_chain_after_new_turns(old, copied):
     new = events(old, "DeliveryRecorded")[-1]
     assert (new.attempting_owner, new.attempt) == ("new", 1)  # recorded already attempting
     assert turn_rows(old)[-1] == ("1", "delivered", 1, "new", "a new reply")
-    assert old.verify()["ok"]
+    assert old.maintenance.verify()["ok"]
     old.close()
     chain = CliRunner().invoke(cli, ["--db", str(copied), "verify", "--chain"], env={"TURNLOG_DB": None})
     assert (chain.exit_code, chain.output) == (0, "chain: ok\n")

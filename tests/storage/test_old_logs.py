@@ -32,7 +32,7 @@ def old(tmp_path):
 
 
 def test_an_old_log_rebuilds_to_the_read_models_it_had(old):
-    report = old.verify()
+    report = old.maintenance.verify()
     assert report["ok"], report
 
 
@@ -44,13 +44,13 @@ def test_turns_continue_an_old_log_at_the_right_seq_and_epoch(old):
     assert (alice.epoch, alice.user_seq, alice.reply_seq) == (2, 3, 4)
     assert (bob.epoch, bob.user_seq, bob.reply_seq) == (4, 5, 6)
     assert [m["seq"] for m in old.transcript(bob.session_id)] == [1, 2, 3, 4, 5, 6]
-    assert old.verify()["ok"]
+    assert old.maintenance.verify()["ok"]
 
 
 def test_an_old_logs_deliveries_keep_the_words_their_events_carry(old):
     # Version-1 DeliveryRecorded events hold their reply's words; newer ones refer to the message.
-    replies = {(s["session_id"], m["seq"]): m["content"] for s in old.sessions()
-               for m in old.transcript(s["session_id"]) if m["role"] == "assistant"}
+    replies = {(s.session_id, m["seq"]): m["content"] for s in old.sessions()
+               for m in old.transcript(s.session_id) if m["role"] == "assistant"}
     rows = old.ledger()
     assert len(rows) == 3 and {(r.session_id, r.seq): r.content for r in rows} == replies
 

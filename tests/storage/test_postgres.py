@@ -52,15 +52,15 @@ def test_two_gateways_share_one_postgres_log(url, tmp_path):
 
         # Each gateway's read models come from the one log.
         assert a.routes() == b.routes() and len(a.routes()) == 2
-        assert [s["session_id"] for s in a.sessions()] == [s["session_id"] for s in b.sessions()]
+        assert [s.session_id for s in a.sessions()] == [s.session_id for s in b.sessions()]
         alice_session = a.get_or_create_session(ALICE).session_id
         assert [m["content"] for m in b.transcript(alice_session)] == ["please check the 数据库迁移 kiwi",
                                                                       "kiwi checked"]
 
         # Search, in the other gateway's read models.
-        assert [h["session_id"] for h in b.search("kiwi")] == [alice_session, alice_session]
-        assert [h["session_id"] for h in b.search("数据库")] == [alice_session]
-        assert b.search("数据") and b.search("deploy")[0]["platform"] == "slack"
+        assert [h.session_id for h in b.search("kiwi")] == [alice_session, alice_session]
+        assert [h.session_id for h in b.search("数据库")] == [alice_session]
+        assert b.search("数据") and b.search("deploy")[0].platform == "slack"
 
         # The audit history says who did what, whichever gateway wrote it.
         history = b.history(a.routing_key(ALICE))
@@ -76,10 +76,10 @@ def test_two_gateways_share_one_postgres_log(url, tmp_path):
 
         # The read models rebuild from the PostgreSQL log and verify against it.
         before = (b.routes(), b.sessions(), b.ledger(), b.search("kiwi"))
-        report = b.rebuild_projections()
+        report = b.maintenance.rebuild()
         assert report["events"] == report["head"] and report["workers"] == 1
         assert (b.routes(), b.sessions(), b.ledger(), b.search("kiwi")) == before
-        assert b.verify()["ok"]
+        assert b.maintenance.verify()["ok"]
     finally:
         a.close()
         b.close()

@@ -19,24 +19,24 @@ SLACK = SessionSource(platform="slack", chat_type="channel", chat_id="C1", user_
 def logged(t: Turnlog, session_id: str, upto: int | None = None) -> list[dict]:
     """The transcript as the message events in the log hold it (these sessions' histories are
     never edited: every message's fate is None)."""
-    return [{**message_row(e), "fate": None} for e in t.app.events.get(transcript_id(session_id), lte=upto)]
+    return [{**message_row(e), "fate": None} for e in t._app.events.get(transcript_id(session_id), lte=upto)]
 
 
 def converse(t: Turnlog, clock, source: SessionSource, texts: list[str]) -> tuple[str, list[int]]:
     session_id = t.get_or_create_session(source).session_id
-    token = t.acquire_lease(session_id, t.routing_key(source), timeout=1)
+    token = t.turns.acquire_lease(session_id, t.routing_key(source), timeout=1)
     positions = []
     for n, text in enumerate(texts):
         clock.advance(seconds=1.25 + n)  # some times with microseconds, some without
         if n % 3 == 1:
-            record = t.append_message(token, "assistant", text, tool_calls=[{"id": f"c{n}", "name": "lookup"}],
+            record = t.turns.append_message(token, "assistant", text, tool_calls=[{"id": f"c{n}", "name": "lookup"}],
                                       token_count=7, finish_reason="tool_calls")
         elif n % 3 == 2:
-            record = t.append_message(token, "tool", text, tool_call_id=f"c{n - 1}", name="lookup")
+            record = t.turns.append_message(token, "tool", text, tool_call_id=f"c{n - 1}", name="lookup")
         else:
-            record = t.append_message(token, "user", text, platform_message_id=f"m{n}")
+            record = t.turns.append_message(token, "user", text, platform_message_id=f"m{n}")
         positions.append(record.position)
-    t.release_lease(token)
+    t.turns.release_lease(token)
     return session_id, positions
 
 
@@ -44,13 +44,13 @@ def test_a_transcript_is_the_logs_whether_the_read_models_are_behind_or_caught_u
     with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
         session_id, _ = converse(t, clock, ALICE, ["hello", "looking it up 天气", "sunny"])
         assert t.transcript(session_id) == logged(t, session_id)  # read models behind
-        t.catch_up()
+        t.maintenance.catch_up()
         assert t.transcript(session_id) == logged(t, session_id)
         _, positions = converse(t, clock, ALICE, ["and tomorrow?", "checking again", "rain"])
         # The first three from the read model, the rest from the log.
         assert t.transcript(session_id) == logged(t, session_id)
         assert len(t.transcript(session_id)) == 6
-        t.catch_up()
+        t.maintenance.catch_up()
         full = t.transcript(session_id)
         assert full == logged(t, session_id)
         # At each message's position (time travel), the transcript up to that message.
@@ -67,10 +67,10 @@ def test_messages_after_a_session_moves_to_another_key_are_found_under_that_key(
         slack_key, alice_key = t.routing_key(SLACK), t.routing_key(ALICE)
 
         hits = t.search("kiwi")
-        assert [(h["session_id"], h["session_key"], h["platform"]) for h in hits] == [
+        assert [(h.session_id, h.session_key, h.platform) for h in hits] == [
             (moved, alice_key, "slack"), (moved, slack_key, "slack")]
-        assert [h["snippet"] for h in t.search("kiwi", key=alice_key)] == [">>>kiwi<<< after the move"]
-        assert [h["snippet"] for h in t.search("kiwi", key=slack_key)] == [">>>kiwi<<< before the move"]
+        assert [h.snippet for h in t.search("kiwi", key=alice_key)] == [">>>kiwi<<< after the move"]
+        assert [h.snippet for h in t.search("kiwi", key=slack_key)] == [">>>kiwi<<< before the move"]
         assert len(t.search("kiwi", session=moved, platform="slack")) == 2
         assert t.transcript(moved) == logged(t, moved)
 
@@ -109,7 +109,7 @@ def make_version_3(db: str) -> None:
 def test_a_database_with_version_3_search_tables_reads_the_log_and_is_refilled(db, clock):
     with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
         session_id, _ = converse(t, clock, ALICE, ["kiwi one", "kiwi two 天气预报", "three"])
-        t.catch_up()
+        t.maintenance.catch_up()
         expected = t.transcript(session_id)
         found = t.search("kiwi")
         found_cjk = t.search("天气预报")
@@ -121,13 +121,13 @@ def test_a_database_with_version_3_search_tables_reads_the_log_and_is_refilled(d
         assert t.transcript(session_id) == expected
         assert t.search("kiwi") == found
         assert t.search("天气预报") == found_cjk
-        assert t.verify(["search"])["ok"]
+        assert t.maintenance.verify(["search"])["ok"]
 
 
 def test_a_database_with_version_2_timeline_tables_is_refilled(db, clock):
     with Turnlog(db, clock=clock, session_ids=SequentialIds()) as t:
         session_id, _ = converse(t, clock, ALICE, ["hello", "checking", "done"])
-        t.catch_up()
+        t.maintenance.catch_up()
         history = t.history(session_id)
         key_history = t.history(ALICE)
     conn = sqlite3.connect(db)
@@ -143,4 +143,4 @@ def test_a_database_with_version_2_timeline_tables_is_refilled(db, clock):
     with Turnlog(db, clock=clock) as t:
         assert t.history(session_id) == history
         assert t.history(ALICE) == key_history
-        assert t.verify(["timeline"])["ok"]
+        assert t.maintenance.verify(["timeline"])["ok"]
