@@ -35,11 +35,11 @@ def engine(path: Path) -> Turnlog:
 
 def comparable(t: Turnlog) -> tuple[dict[str, Any], dict[str, str]]:
     transcripts = {
-        s["session_id"]: (s["parent_session_id"], s["end_reason"], s["suspended"], s["resume_pending"],
+        s.session_id: (s.parent_session_id, s.end_reason, s.suspended, s.resume_pending,
                           [(m["role"], m["content"], m["tool_calls"], m["tool_call_id"], m["name"], m["finish_reason"])
-                           for m in t.transcript(s["session_id"])])
+                           for m in t.transcript(s.session_id)])
         for s in t.sessions()}
-    return transcripts, {r["session_key"]: r["session_id"] for r in t.routes()}
+    return transcripts, {r.session_key: r.session_id for r in t.routes()}
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +145,7 @@ def test_an_import_killed_midway_resumes_without_duplicates(tmp_path) -> None:
     db = tmp_path / "t.db"
     procs.crash(db, KILLED_IMPORT, at="2026-12-01T00:00:00+00:00", work=tmp_path)
     with Turnlog(str(db), clock=ManualClock("2026-12-01T01:00:00+00:00")) as t:
-        partial = {s["session_id"] for s in t.sessions()}
+        partial = {s.session_id for s in t.sessions()}
         assert 0 < len(partial) < 294  # two batches committed, not the rest
         report = t.import_hermes(home)
         assert report.sessions_already_imported == len(partial)
@@ -156,6 +156,6 @@ def test_an_import_killed_midway_resumes_without_duplicates(tmp_path) -> None:
         sessions = t.sessions()
         assert len(sessions) == 294
         for s in sessions:
-            seqs = [m["seq"] for m in t.transcript(s["session_id"])]
-            assert seqs == list(range(1, expected.get(s["session_id"], 0) + 1)), s["session_id"]
+            seqs = [m["seq"] for m in t.transcript(s.session_id)]
+            assert seqs == list(range(1, expected.get(s.session_id, 0) + 1)), s["session_id"]
         assert t.import_hermes(home).nothing_to_do

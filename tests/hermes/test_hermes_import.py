@@ -80,12 +80,12 @@ def test_each_fixture_session_is_imported_with_every_row(imported, label: str) -
     session_id = LABELS[label]
     row = hermes_rows("SELECT * FROM sessions WHERE id=?", (session_id,))[0]
     session = t.session(session_id)
-    assert session["parent_session_id"] == row["parent_session_id"]
-    assert session["end_reason"] == row["end_reason"]
-    assert (session["ended_at"] is not None) == (row["end_reason"] is not None)
-    assert session["session_key"] in (row["session_key"] or "", _scoped(row))
+    assert session.parent_session_id == row["parent_session_id"]
+    assert session.end_reason == row["end_reason"]
+    assert (session.ended_at is not None) == (row["end_reason"] is not None)
+    assert session.session_key in (row["session_key"] or "", _scoped(row))
     if row["origin_json"]:
-        assert session["origin"] == json.loads(row["origin_json"])
+        assert session.origin == json.loads(row["origin_json"])
     # the transcript: every message row (undone and compacted ones too: their fates are events), in id order
     expected = hermes_rows("SELECT * FROM messages WHERE session_id=? AND role != 'session_meta' ORDER BY id",
                            (session_id,))
@@ -123,7 +123,7 @@ def _scoped(row: dict[str, Any]) -> str:
 
 def test_every_routing_key_points_at_the_fixtures_session(imported) -> None:
     t, report = imported
-    routes = {r["session_key"]: r["session_id"] for r in t.routes()}
+    routes = {r.session_key: r.session_id for r in t.routes()}
     for key, entry in hermes_routing().items():
         scoped = _scoped({"session_key": key, "origin_json": json.dumps(entry["origin"])})
         assert routes[scoped] == entry["session_id"], key
@@ -137,17 +137,17 @@ def test_every_routing_key_points_at_the_fixtures_session(imported) -> None:
 
 def test_lineage_end_reasons_and_flags(imported) -> None:
     t, _ = imported
-    sessions = {s["session_id"]: s for s in t.sessions()}
-    assert sessions[LABELS["tg_grp_ravi_child"]]["parent_session_id"] == LABELS["tg_grp_ravi_parent"]
-    assert sessions[LABELS["tg_grp_ravi_parent"]]["end_reason"] == "compression"
-    assert sessions[LABELS["tg_dm_1"]]["end_reason"] == "session_reset"
-    assert sessions[LABELS["email_1"]]["end_reason"] == "idle"
-    assert sessions[LABELS["cli"]]["end_reason"] == "cli_close"
-    assert sessions[LABELS["discord_thread"]]["resume_pending"] is True
-    assert sessions[LABELS["discord_thread"]]["resume_reason"] == "restart_timeout"
-    assert sessions[LABELS["slack_dm"]]["suspended"] is True
-    live = [s for s in sessions.values() if not s["end_reason"]]
-    assert {s["session_id"] for s in live if s["routed"]} == {e["session_id"] for e in hermes_routing().values()}
+    sessions = {s.session_id: s for s in t.sessions()}
+    assert sessions[LABELS["tg_grp_ravi_child"]].parent_session_id == LABELS["tg_grp_ravi_parent"]
+    assert sessions[LABELS["tg_grp_ravi_parent"]].end_reason == "compression"
+    assert sessions[LABELS["tg_dm_1"]].end_reason == "session_reset"
+    assert sessions[LABELS["email_1"]].end_reason == "idle"
+    assert sessions[LABELS["cli"]].end_reason == "cli_close"
+    assert sessions[LABELS["discord_thread"]].resume_pending is True
+    assert sessions[LABELS["discord_thread"]].resume_reason == "restart_timeout"
+    assert sessions[LABELS["slack_dm"]].suspended is True
+    live = [s for s in sessions.values() if not s.end_reason]
+    assert {s.session_id for s in live if s.routed} == {e["session_id"] for e in hermes_routing().values()}
 
 
 def test_the_restart_counter_is_carried_to_the_sessions_lease(imported) -> None:
@@ -167,10 +167,10 @@ def test_history_names_the_import_as_actor_and_cause(imported) -> None:
 def test_search_finds_imported_cjk_and_emoji_text(imported) -> None:
     t, _ = imported
     hits = t.search("生日快乐")
-    assert {h["session_id"] for h in hits} == {LABELS["weixin_dm"]}
-    assert any("🎂" in h["snippet"] for h in hits)
-    assert LABELS["tg_dm_1"] in {h["session_id"] for h in t.search("东京")}
-    assert LABELS["tg_dm_2"] in {h["session_id"] for h in t.search("December reading")}
+    assert {h.session_id for h in hits} == {LABELS["weixin_dm"]}
+    assert any("🎂" in h.snippet for h in hits)
+    assert LABELS["tg_dm_1"] in {h.session_id for h in t.search("东京")}
+    assert LABELS["tg_dm_2"] in {h.session_id for h in t.search("December reading")}
 
 
 def test_time_travel_across_the_import_point(imported) -> None:
@@ -284,7 +284,7 @@ def test_slack_rule_3_a_scopeless_channel_is_never_adopted(tmp_path) -> None:
     _edit_routing(home, key, drop_scope)
     with open_engine(tmp_path / "t.db") as t:
         t.import_hermes(home)
-        assert {r["session_key"]: r["session_id"] for r in t.routes()}[key] == LABELS["slack_thread"]
+        assert {r.session_key: r.session_id for r in t.routes()}[key] == LABELS["slack_thread"]
         origin = hermes_routing()[key]["origin"]
         scoped = t.get_or_create_session(SessionSource.from_dict(origin))  # names workspace T04ABCDEF1
         assert scoped.created and scoped.session_id != LABELS["slack_thread"]
@@ -300,12 +300,12 @@ def test_a_second_import_imports_nothing_and_says_so(tmp_path) -> None:
     assert first.exit_code == 0, first.output
     assert json.loads(first.output)["sessions_imported"] == 14
     with Turnlog(db) as t:
-        before = t.catch_up(), len(t.history(LABELS["tg_dm_1"])), t.app.recorder.max_notification_id()
+        before = t.maintenance.catch_up(), len(t.history(LABELS["tg_dm_1"])), t._app.recorder.max_notification_id()
     second = runner.invoke(main, ["--db", db, "import-hermes", str(HOME)])
     assert second.exit_code == 0, second.output
     assert "nothing to import: the 14 sessions" in second.output
     with Turnlog(db) as t:
-        assert t.app.recorder.max_notification_id() == before[2]
+        assert t._app.recorder.max_notification_id() == before[2]
 
 
 def test_dry_run_writes_nothing(tmp_path) -> None:
@@ -316,7 +316,7 @@ def test_dry_run_writes_nothing(tmp_path) -> None:
     assert not os.path.exists(db)  # a dry run against a database not made yet creates none
     with Turnlog(db) as t:
         CliRunner().invoke(main, ["--db", db, "import-hermes", str(HOME), "--dry-run"])
-        assert t.sessions() == [] and (t.app.recorder.max_notification_id() or 0) == 0
+        assert t.sessions() == [] and (t._app.recorder.max_notification_id() or 0) == 0
 
 
 def test_the_report_names_what_was_skipped_and_why(tmp_path) -> None:

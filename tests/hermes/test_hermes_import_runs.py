@@ -72,7 +72,7 @@ def test_a_long_session_is_imported_as_runs_of_at_most_500_messages(tmp_path) ->
         # search files every message of a run under its own row, at the run's position
         for i, run in ((0, runs[0]), (700, runs[1]), (1111, runs[2])):
             hits = t.search(f"tok{i}", session=SESSION)
-            assert [(h["seq"], h["position"]) for h in hits] == [(len(live) - ADDED + i + 1, run)]
+            assert [(h.seq, h.position) for h in hits] == [(len(live) - ADDED + i + 1, run)]
         assert len(t.search("ночь", session=SESSION, role="user", limit=1000)) == ADDED // 2
         # time travel counts messages by run
         assert len(t.at(f"#{runs[0]}").transcript(SESSION)) == 500
@@ -148,20 +148,20 @@ def test_a_log_imported_before_runs_reads_the_same(tmp_path) -> None:
     home, _ = long_home(tmp_path, [f"row {i} ночь" for i in range(ADDED)])
     with engine(tmp_path / "runs.db") as new, engine(tmp_path / "rows.db") as old:
         new.import_hermes(home)
-        app = new.app
+        app = new._app
         stored = app.recorder.select_notifications(start=1, limit=1_000_000)
         events = [app.mapper.to_domain_event(n) for n in stored]
         assert any(type(e) is MessagesImported for e in events)
-        old.ctx.save(*[m for e in events
+        old._ctx.save(*[m for e in events
                        for m in (imported_messages(e) if type(e) is MessagesImported else [e])])
-        assert not any(type(old.app.mapper.to_domain_event(n)) is MessagesImported
-                       for n in old.app.recorder.select_notifications(start=1, limit=1_000_000))
-        assert [s["session_id"] for s in old.sessions()] == [s["session_id"] for s in new.sessions()]
+        assert not any(type(old._app.mapper.to_domain_event(n)) is MessagesImported
+                       for n in old._app.recorder.select_notifications(start=1, limit=1_000_000))
+        assert [s.session_id for s in old.sessions()] == [s.session_id for s in new.sessions()]
         for s in new.sessions():
-            assert old.transcript(s["session_id"]) == new.transcript(s["session_id"]), s["session_id"]
+            assert old.transcript(s.session_id) == new.transcript(s.session_id), s["session_id"]
         for query in ("ночь", "东京", "row 1111"):
-            assert [(h["session_id"], h["seq"], h["snippet"]) for h in old.search(query)] == \
-                [(h["session_id"], h["seq"], h["snippet"]) for h in new.search(query)]
+            assert [(h.session_id, h.seq, h.snippet) for h in old.search(query)] == \
+                [(h.session_id, h.seq, h.snippet) for h in new.search(query)]
         assert [(e.event, e.summary, e.cause) for e in old.history(SESSION)] == \
             [(e.event, e.summary, e.cause) for e in new.history(SESSION)]
         old.export_hermes(tmp_path / "old-home")

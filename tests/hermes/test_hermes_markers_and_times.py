@@ -98,7 +98,7 @@ def test_search_files_no_marker_and_keeps_hermes_times(imported) -> None:
     [hit] = [h for h in hits if h["session_id"] == TG_DM_2]
     assert hit["seq"] == 1  # seqs count messages, not markers
     with Turnlog(db) as t:
-        assert all(m["role"] != "session_meta" for s in t.sessions() for m in t.transcript(s["session_id"]))
+        assert all(m["role"] != "session_meta" for s in t.sessions() for m in t.transcript(s.session_id))
 
 
 def test_history_says_when_it_was_recorded_and_when_it_happened(imported) -> None:

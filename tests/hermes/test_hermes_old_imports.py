@@ -20,7 +20,7 @@ def test_an_old_import_reads_rebuilds_and_exports(tmp_path) -> None:
     db = tmp_path / "old.db"
     shutil.copy(OLD_DB, db)
     with Turnlog(str(db), clock=ManualClock("2026-12-02T00:00:00+00:00"), session_ids=SequentialIds()) as t:
-        assert t.verify()["ok"]
+        assert t.maintenance.verify()["ok"]
         transcript = t.transcript(TG_DM_2)
         assert [m["role"] for m in transcript] == ["user", "assistant", "session_meta", "user", "assistant"]
         assert {m["timestamp"] for m in transcript} == {IMPORTED_AT}  # version 1: the run's time

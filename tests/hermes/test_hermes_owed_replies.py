@@ -70,8 +70,8 @@ def test_the_next_sweep_redelivers_them_with_the_recovered_prefix(tmp_path) -> N
         assert ("20261121_100501_65f050a7", "dana.whitfield@example.org") in {(s, c) for s, c, _ in sent}
         assert t.sweep_deliveries(lambda target, text: sent.append(("again", "", text))).delivered == []
         # recorded as events: the import's, with its cause, then the sweep's
-        [row] = [r for r in t.ledger() if r["session_id"] == EMAIL_2]
-        assert row["state"] == "delivered"
+        [row] = [r for r in t.ledger() if r.session_id == EMAIL_2]
+        assert row.state == "delivered"
         events = [e for e in t.history(EMAIL_2) if e.event.startswith("Delivery")]
         assert [e.event for e in events] == ["DeliveryRecorded", "DeliveryMarkedUnsure", "DeliveryAttempting",
                                              "DeliveryDelivered"]
