@@ -284,8 +284,8 @@ def test_gateway_now_shows_boots_running_turns_and_owed_replies(tmp_path):
         t.start_gateway("main")
         src = web_db.alice()
         session_id = t.get_or_create_session(src).session_id
-        token = t.acquire_lease(session_id, t.routing_key(src))
-        t.record_reply(token, "owed <i>reply</i>", reply_to=src)
+        token = t.turns.acquire_lease(session_id, t.routing_key(src))
+        t.turns.record_reply(token, "owed <i>reply</i>", reply_to=src)
         t.accept(src, "waiting in line")
     with TestClient(create_app(path), base_url=BASE) as c:
         busy = json_of(c, "/")

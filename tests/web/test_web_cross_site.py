@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 import web_db
 from web_server import WAIT_S, held
-from turnlog import Turnlog
+from turnlog.maintenance import Maintenance
 from turnlog.web.app import LOOPBACK_HOSTS, create_app
 KEPT = 20  # the checks the viewer remembers (turnlog/web/checks.py)
 
@@ -53,7 +53,7 @@ def test_a_same_origin_post_is_served(client):
 
 
 def test_one_running_check_per_kind(client, monkeypatch):
-    with held(monkeypatch, Turnlog, "verify_chain") as ([entered], release):
+    with held(monkeypatch, Maintenance, "verify_chain") as ([entered], release):
         first = client.post("/integrity/run?check=chain", headers={"origin": BASE})
         assert first.status_code == 202
         assert entered.wait(WAIT_S)

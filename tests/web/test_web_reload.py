@@ -16,6 +16,7 @@ import pytest
 import web_db
 from web_server import WAIT_S, held, serve
 from turnlog import Turnlog
+from turnlog.maintenance import Maintenance
 from turnlog.web.app import LOOPBACK_HOSTS, create_app
 
 
@@ -61,7 +62,7 @@ def test_a_reload_during_a_request_leaves_it_its_snapshot(served, monkeypatch):
 
 def test_a_check_running_across_a_reload_keeps_its_snapshot(served, monkeypatch):
     base, tmp, ids = served
-    with held(monkeypatch, Turnlog, "verify_chain") as ([entered], release):
+    with held(monkeypatch, Maintenance, "verify_chain") as ([entered], release):
         started = httpx.post(base + "/integrity/run?check=chain", timeout=WAIT_S)
         assert started.status_code == 202
         assert entered.wait(WAIT_S)
