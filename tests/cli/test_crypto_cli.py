@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import os
+from pathlib import Path
 
 from harness.cli import ok, run
 from turnlog import Turnlog
@@ -43,10 +44,10 @@ def test_a_database_without_its_key_is_one_line_exit_1_and_untouched(tmp_path):
     with Turnlog(db) as t:
         t.handle_message(alice(), PHRASE, echo, collect([]))
     os.remove(db + ".key")
-    before = hashlib.sha256(open(db, "rb").read()).hexdigest()
+    before = hashlib.sha256(Path(db).read_bytes()).hexdigest()
     for args in (["sessions"], ["erase", "--subject", "telegram:42"], ["keys"]):
         assert_one_line_error(run("--db", db, *args), 1, "is encrypted and its master key")
-    assert hashlib.sha256(open(db, "rb").read()).hexdigest() == before
+    assert hashlib.sha256(Path(db).read_bytes()).hexdigest() == before
 
 
 def test_encrypt_migrates_an_unencrypted_database(tmp_path, monkeypatch):
@@ -67,7 +68,7 @@ def test_restore_checks_the_master_key_is_at_hand(tmp_path):
     assert report["key_fingerprint"] and report["key_fingerprint"] in ok("--db", db, "keys").stdout
     assert_one_line_error(run("--db", target, "restore", backup), 1, report["key_fingerprint"])
     assert not os.path.exists(target)
-    key = open(db + ".key").read()
+    key = Path(db + ".key").read_text()
     os.environ["TURNLOG_MASTER_KEY"] = key.strip()
     try:
         restored = json.loads(ok("--db", target, "restore", backup, "--json").stdout)
@@ -84,7 +85,7 @@ def test_rotate_to_a_given_key_file(tmp_path):
         t.handle_message(alice(), PHRASE, echo, collect([]))
     new.write_text(base64.b64encode(os.urandom(32)).decode())
     ok("--db", db, "keys", "rotate", "--new-key-file", str(new))
-    assert open(db + ".key").read().strip() == new.read_text().strip()
+    assert Path(db + ".key").read_text().strip() == new.read_text().strip()
     bad = tmp_path / "bad.key"
     bad.write_text("not base64!")
     assert_one_line_error(run("--db", db, "keys", "rotate", "--new-key-file", str(bad)), 2, "base64")

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -298,7 +299,7 @@ def test_a_rebuild_started_while_another_holds_the_rebuild_lock_is_refused_and_l
         with Turnlog(db) as t:
             with pytest.raises(StoreError, match="another rebuild is running"):
                 t.maintenance.rebuild(workers=2)
-        assert open(left, "rb").read() == b"a helper's file, still being written"
+        assert Path(left).read_bytes() == b"a helper's file, still being written"
     finally:
         os.close(lock)
     os.remove(left)

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ PHRASE = "tangerine cathedral whispers"
 
 
 def _files(db: str) -> dict[str, str | None]:
-    return {p: (hashlib.sha256(open(p, "rb").read()).hexdigest() if os.path.exists(p) else None)
+    return {p: (hashlib.sha256(Path(p).read_bytes()).hexdigest() if os.path.exists(p) else None)
             for p in (db, db + "-wal", db + "-shm")}
 
 
@@ -82,12 +83,12 @@ def test_rotation_rewraps_the_data_keys_and_rewrites_no_event(make_turnlog, db):
     t.handle_message(alice(), PHRASE, echo, collect([]))
     t.handle_message(SessionSource(platform="slack", chat_type="dm", chat_id="D9", user_id="U9"), "hi", echo,
                      collect([]))
-    old_key = open(db + ".key").read()
+    old_key = Path(db + ".key").read_text()
     events_before = _states(db)
     report = t.rotate_master_key()
     assert report.rewrapped >= 2 and report.previous_fingerprint != report.fingerprint
     assert _states(db) == events_before
-    assert open(db + ".key").read() != old_key and os.stat(db + ".key").st_mode & 0o777 == 0o600
+    assert Path(db + ".key").read_text() != old_key and os.stat(db + ".key").st_mode & 0o777 == 0o600
     t.close()
     with pytest.raises(EncryptionKeyMissing):
         Turnlog(db, master_key=base64.b64decode(old_key))
@@ -132,16 +133,16 @@ def test_an_unencrypted_database_keeps_working_and_encrypt_seals_from_then_on(tm
 def test_a_rotation_killed_before_its_key_file_moved_opens_with_the_new_key(make_turnlog, db):
     t = make_turnlog()
     t.handle_message(alice(), PHRASE, echo, collect([]))
-    old_key = open(db + ".key").read()
+    old_key = Path(db + ".key").read_text()
     t.rotate_master_key()
-    new_key = open(db + ".key").read()
+    new_key = Path(db + ".key").read_text()
     t.close()
     # the state a kill between the database's commit and the file's move leaves
-    open(db + ".key.new", "w").write(new_key)
-    open(db + ".key", "w").write(old_key)
+    Path(db + ".key.new").write_text(new_key)
+    Path(db + ".key").write_text(old_key)
     with Turnlog(db) as again:
         assert again.transcript(again.session(alice()).session_id)[0]["content"] == PHRASE
-    assert open(db + ".key").read() == new_key and not os.path.exists(db + ".key.new")
+    assert Path(db + ".key").read_text() == new_key and not os.path.exists(db + ".key.new")
 
 
 @pytest.mark.parametrize("master_key", [b"short", lambda: b"short", "text"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ PHRASE = "marmalade lighthouse 7731"
 
 
 def bytes_of(*paths: str) -> bytes:
-    return b"".join(open(p, "rb").read() for p in paths if os.path.isfile(p))
+    return b"".join(Path(p).read_bytes() for p in paths if os.path.isfile(p))
 
 
 def group(user: str) -> SessionSource:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_an_erased_phrase_is_in_no_table_of_the_postgresql_log_nor_the_read_mode
             assert needle not in text, needle
         assert t.maintenance.verify_chain().breaks == []
         assert [m["content"] for m in t.transcript(report.sessions[0])] == ["[erased]", "[erased]"]
-    local = b"".join(open(p, "rb").read() for p in glob.glob(views + "*") if os.path.isfile(p))
+    local = b"".join(Path(p).read_bytes() for p in glob.glob(views + "*") if os.path.isfile(p))
     assert PHRASE.encode() not in local
 
 
@@ -74,7 +75,7 @@ def test_another_nodes_words_after_an_erase_are_kept_and_its_read_models_refille
         assert b.search("quince") == [] and b.search("later")
         assert [m["content"] for m in b.transcript(first.session_id)] == ["[erased]", "[erased]"]
     for views in ("a.db", "b.db"):
-        local = b"".join(open(p, "rb").read() for p in glob.glob(str(tmp_path / views) + "*") if os.path.isfile(p))
+        local = b"".join(Path(p).read_bytes() for p in glob.glob(str(tmp_path / views) + "*") if os.path.isfile(p))
         assert PHRASE.encode() not in local, views
     with Turnlog(url, views=str(tmp_path / "reader.db"), master_key=key) as reader:
         assert [m["content"] for m in reader.transcript(after.session_id)] == ["later words", "re: later words"]
