@@ -129,6 +129,9 @@ def run_harness(rounds: int, seed: int = 1, workdir: str | os.PathLike[str] | No
                 p.wait()
                 kills += 1
             err = p.stderr.read().decode() if p.stderr else ""
+            for pipe in (p.stdout, p.stderr):  # read or not, ours to close (else a ResourceWarning each)
+                if pipe is not None:
+                    pipe.close()
             if p.returncode not in (0, -signal.SIGKILL):
                 errors.append(f"round {r}: child exited with {p.returncode}: {_last_line(err)}")
             elif p.returncode == -signal.SIGKILL and "Traceback" in err:
