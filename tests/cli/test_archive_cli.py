@@ -118,4 +118,4 @@ def test_compact_file_refuses_a_database_a_gateway_has_open(live, tmp_path):
         assert_one_line_error(run("--db", str(live), "compact-file"), 1, f"in use by process {holder.pid}")
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes its pipes

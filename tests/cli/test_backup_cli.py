@@ -87,7 +87,7 @@ def test_restore_refuses_a_database_a_gateway_has_open(live, tmp_path):
         assert_one_line_error(result, 1, f"in use by process {holder.pid}")
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes its pipes
 
 
 def _stderr_on_a_terminal(*args: str) -> tuple[int, str]:

@@ -150,7 +150,7 @@ def test_a_gateway_killed_while_draining_keeps_the_drain_reason(db, tmp_path):
         watcher.close()
     finally:
         child.send_signal(signal.SIGKILL)
-        child.wait()
+        child.communicate()  # waits, and closes its pipes
 
     t = boot(db, 2)
     assert t.status(GW).last_boot.state == "draining"

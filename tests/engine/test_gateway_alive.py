@@ -39,7 +39,7 @@ def test_a_live_boot_is_not_replaced_or_recovered_until_its_process_is_gone(tmp_
         assert result.exit_code == 1 and "still running" in result.output and "Traceback" not in result.output
     finally:
         child.kill()
-        child.wait()
+        child.communicate()  # waits, and closes its pipes
 
     with Turnlog(db, owner="third") as t:
         report = t.start_gateway("main")

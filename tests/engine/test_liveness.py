@@ -47,7 +47,7 @@ def test_a_second_gateways_sweep_never_claims_a_row_a_live_gateway_is_sending(tm
             assert west.ledger()[0].attempts == 1
     finally:
         live.kill()
-        live.wait()
+        live.communicate()  # waits, and closes its pipes
     sent = []
     with Turnlog(db) as west:  # its process is gone from this host: dead at once
         swept = west.sweep_deliveries(lambda target, text: sent.append(text))
@@ -83,7 +83,7 @@ def _other_host_boot_is_recovered_only_after_its_heartbeat_expired(location: str
             assert [a.owner for a in t.status("main").active_turns] == [data["boot"]]
     finally:
         child.kill()
-        child.wait()
+        child.communicate()  # waits, and closes its pipes
     with Turnlog(location, **views["parent"]) as t:
         deadline = time.monotonic() + 30 * HEARTBEAT_TTL_S
         while True:  # the dead host's heartbeat expires within its TTL

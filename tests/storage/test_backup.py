@@ -129,7 +129,7 @@ def test_restore_refuses_a_database_in_use(tmp_path):
             turnlog.restore(tmp_path / "backup.db", db, force=True)
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes its pipes
     # Not replaced: the holder's own session (which the backup lacks) is still there.
     with Turnlog(db) as t:
         assert "agent:main:telegram:dm:9" in {s.session_key for s in t.sessions()}
