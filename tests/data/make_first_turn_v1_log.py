@@ -28,4 +28,4 @@ with Turnlog(out, clock=clock, session_ids=SequentialIds(), owner="old", encrypt
     t.command(SessionSource(**{**discord_dm.__dict__, "message_id": "m3"}), "/new")
     t.handle_message(SessionSource(**{**discord_dm.__dict__, "message_id": "m4"}), "fresh",
                      lambda history, item: f"re: {item.text}", lambda text: None)
-    t.catch_up()
+    t.maintenance.catch_up()
