@@ -16,10 +16,10 @@ def gateway_now(v: Snapshot, params: dict[str, str]) -> Result:
     names = t.gateways()
     gateways = []
     for name in names:
-        status = t.status(name)
+        status = t.status(name).to_dict()
         boots = [_boot(b) for b in t.boots(name)]
         gateways.append({"name": name, "last_boot": status["last_boot"], "boots": boots})
-    status = t.status(names[0] if names else "main")
+    status = t.status(names[0] if names else "main").to_dict()
     depths = [row.to_dict() for row in t.queue_depths()]
     data = {"gateways": gateways, "active_turns": status["active_turns"], "expired_leases": status["expired_leases"],
             "owed_replies": status["pending_deliveries"], "dead_replies": status["dead_deliveries"],

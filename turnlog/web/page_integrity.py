@@ -44,7 +44,7 @@ def start_check(v: Viewer, check: str) -> tuple[Job, bool]:
 def _steps(t: Turnlog, check: str) -> list[tuple[str, Callable[[], Any]]]:
     if check == "verify":
         return [(p.name, functools.partial(t.maintenance.verify, [p.name])) for p in t.maintenance.projection_status()]
-    return [("chain", lambda: {"breaks": [b.to_dict() for b in t.verify_chain()]})]
+    return [("chain", lambda: {"breaks": [b.to_dict() for b in t.maintenance.verify_chain().breaks]})]
 
 
 def job(v: Viewer, job_id: str) -> Job:

@@ -50,15 +50,15 @@ class Snapshot:
 
     def sessions(self) -> dict[str, dict[str, Any]]:
         """Every session by id, in creation order."""
-        return self.cached("sessions", lambda: {s["session_id"]: s for s in self.t.sessions()})
+        return self.cached("sessions", lambda: {s.session_id: s.to_dict() for s in self.t.sessions()})
 
     def routing_keys(self) -> dict[str, list[str]]:
         """The routing keys that point at each session now."""
         def build() -> dict[str, list[str]]:
             keys: dict[str, list[str]] = {}
             for r in self.t.routes():
-                if r["session_id"]:
-                    keys.setdefault(r["session_id"], []).append(r["session_key"])
+                if r.session_id:
+                    keys.setdefault(r.session_id, []).append(r.session_key)
             return keys
         return self.cached("routing_keys", build)
 
