@@ -259,7 +259,8 @@ class Turnlog(DeprecatedNames):
         wrapped = self.__dict__.get("_aio")
         if wrapped is not None:
             wrapped.shutdown_threads()
-        self._closed = True  # each public method now raises TurnlogClosed (_refuse_after_close)
+        # Each public method, and those of its groups, now raises TurnlogClosed (_refuse_after_close).
+        self._closed = self.turns._closed = self.maintenance._closed = True
 
     def __enter__(self) -> "Turnlog":
         return self
@@ -989,23 +990,27 @@ def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force
 _WITHOUT_THE_STORE = {"close", "routing_key", "route_id"}
 
 
-def _refuse_after_close(cls: type) -> None:
+def _refuse_after_close(cls: type, group: str = "") -> None:
     """Every public method of `cls` but those above raises TurnlogClosed once the Turnlog is
     closed, not the store's own error (sqlite3's "closed database", the pool's empty
-    ConnectionPoolClosedError). Its own methods only: inherited ones call these."""
+    ConnectionPoolClosedError). Its own methods only: inherited ones call these. `group`: the
+    name a Turnlog's group (`t.turns`, `t.maintenance`) is read under; close() marks it closed too.
+    One dict look-up per call, and handle_message goes through none of the groups."""
     for name, member in list(vars(cls).items()):
         if name.startswith("_") or name in _WITHOUT_THE_STORE or not inspect.isfunction(member):
             continue
-        setattr(cls, name, _open_only(member))
+        setattr(cls, name, _open_only(member, f"{group}.{name}" if group else name))
 
 
-def _open_only(method: Callable[..., Any]) -> Callable[..., Any]:
+def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.__dict__.get("_closed"):
-            raise TurnlogClosed(f"the Turnlog is closed: {method.__name__} needs an open one")
+            raise TurnlogClosed(f"the Turnlog is closed: {name} needs an open one")
         return method(self, *args, **kwargs)
     return guarded
 
 
 _refuse_after_close(Turnlog)
+_refuse_after_close(TurnOperations, "turns")
+_refuse_after_close(Maintenance, "maintenance")

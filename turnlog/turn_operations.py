@@ -36,7 +36,7 @@ from .commands.runner import TurnRunner
 from .commands.turn import Turn, reply_obligation
 from .domain.inbox import HUMAN
 from .domain.source import SessionSource
-from .errors import CompactionFailed
+from .errors import CompactionFailed, TurnlogClosed
 from .domain.transcript import MessageAppended
 from .projections.base import TypedRow
 
@@ -57,6 +57,8 @@ class LeaseHolder(TypedRow):
 class TurnOperations:
     """The turn lease, fenced transcript writes and deliveries of one Turnlog (`t.turns`)."""
 
+    _closed = False  # Turnlog.close sets it: each public method then raises TurnlogClosed (api.py)
+
     def __init__(self, leases: LeaseCommands, deliveries: DeliveryCommands, rotation: RotationCommands,
                  runner: TurnRunner, compaction: CompactionCommands, command_replies: CommandReplies) -> None:
         self._leases = leases
@@ -72,6 +74,8 @@ class TurnOperations:
             if name.startswith("_"):
                 raise AttributeError(name)
             found = getattr(self._leases, name)
+            if self.__dict__.get("_closed"):  # Turnlog.close marks its groups closed (api.py)
+                raise TurnlogClosed(f"the Turnlog is closed: turns.{name} needs an open one")
             warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use the methods"
                           " of Turnlog.turns", DeprecationWarning, stacklevel=2)
             return found

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from turnlog import ManualClock, SequentialIds, Turnlog, TurnlogClosed
 from turnlog.aio import AsyncTurnlog
 
@@ -140,3 +142,22 @@ def test_a_closed_turnlog_says_so_on_every_call_never_a_store_error(tmp_path):
             raise AssertionError(f"{name} answered after close")
     t.close()  # a second close is no error
     assert t.read_only is False  # what it was opened as still reads
+
+
+def test_a_closed_turnlogs_groups_say_so_on_every_public_method(tmp_path):
+    """`t.turns` and `t.maintenance` (and a reference to them kept from before the close) refuse
+    each of their public methods with TurnlogClosed, never the store's own error."""
+    t = Turnlog(str(tmp_path / "t.db"))
+    sid = t.get_or_create_session(alice()).session_id
+    turns, maintenance = t.turns, t.maintenance
+    t.close()
+    groups = {"turns": (turns, {"holder": (sid,), "transcript": (sid,), "agent_history": (sid,),
+                                "acquire_lease": (sid, "k")}),
+              "maintenance": (maintenance, {"catch_up": (), "projection_status": (), "log_head": (),
+                                            "verify": (), "seal": (), "projections_behind": ()})}
+    for group_name, (group, calls) in groups.items():
+        for name, args in calls.items():
+            with pytest.raises(TurnlogClosed, match=f"closed: {group_name}.{name} needs an open one"):
+                getattr(group, name)(*args)
+        assert group is getattr(t, group_name)
+    assert t.stale is False  # a property read from memory still answers
