@@ -65,7 +65,7 @@ from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound, TurnlogClosed
 from .domain.key_settings import KeySettings
-from .domain.source import quoted
+from .domain.source import quoted, require_str
 from .domain.inbox import HUMAN, item_with_text
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
@@ -352,7 +352,7 @@ class Turnlog(DeprecatedNames):
         platform_message_id, timestamp, epoch, turn_id, actor and cause, and `fate`: None for a
         message in the agent's history, else "undone", "retried" or "compacted" (it stays in the log;
         `turns.agent_history` gives what the agent sees, `turns.transcript` the events themselves)."""
-        return self._views.transcript(session_id)
+        return self._views.transcript(require_str("session_id", session_id))
 
     def session_version(self, session_id: str) -> int:
         """The version of the session's history as an agent is handed it, read from the log (so
@@ -360,7 +360,7 @@ class Turnlog(DeprecatedNames):
         count plus the history's edits (/undo, /retry, compaction), so it moves whenever a
         message is appended or the history edited, never for activity or routing alone. A warm
         agent built at one version is stale at another (AgentCache)."""
-        session = self._ctx.session(session_id)  # reads only what is newer than this process's copy
+        session = self._ctx.session(require_str("session_id", session_id))  # reads only what is newer than this process's copy
         edits = len(session.history_edits) if session is not None else 0
         return self._app.stream_version(transcript_id(session_id)) + edits
 
@@ -381,7 +381,7 @@ class Turnlog(DeprecatedNames):
     def usage(self, session_id: str) -> list[dict[str, Any]]:
         """Model and token usage recorded with the session's messages (rich replies), by seq:
         dicts of seq, model, turn_id and the usage's counters."""
-        return usage_of(self._app, self._leases.transcript(session_id))
+        return usage_of(self._app, self._leases.transcript(require_str("session_id", session_id)))
 
     # -- the gateway loop: inbound queue, turns, commands ---------------------------------
 
@@ -735,7 +735,7 @@ class Turnlog(DeprecatedNames):
              actor: str = "api") -> str:
         """A new session whose transcript is `session_id`'s up to moment `at`; returns its id."""
         self.maintenance.catch_up()
-        if not self._is_session(session_id):
+        if not self._is_session(require_str("session_id", session_id)):
             raise NotFound(f"no session {session_id!r}")
         position = parse_moment(self._views, at)
         moment = AsOf(self._views, self._app, position)
@@ -892,6 +892,7 @@ class Turnlog(DeprecatedNames):
         self.maintenance.catch_up()
         if isinstance(key, SessionSource):
             return [str(self._routing.routing_key(key).route_id)]
+        _require_key_or_session(key)
         # A route id names one route; a key string may name several (ids holding ':' collide).
         route_ids = self._views.route_ids_of_key(key)
         if not route_ids:
@@ -914,6 +915,7 @@ class Turnlog(DeprecatedNames):
         return UUID(route_ids[0])
 
     def _session_id(self, key_or_session: str | SessionSource) -> str:
+        _require_key_or_session(key_or_session)
         if isinstance(key_or_session, str) and self._is_session(key_or_session):
             return key_or_session
         route_id = self._route_id(key_or_session)
@@ -946,6 +948,12 @@ class CountedTurns(RunningTurns):
         left = super().close(wait_s)
         self.engine.engine_closed()
         return left
+
+
+def _require_key_or_session(value: Any) -> None:
+    if not isinstance(value, (str, SessionSource)):
+        raise InvalidRequest(f"a session must be a session id, a routing key, a route id or a SessionSource,"
+                             f" not {type(value).__name__}")
 
 
 def _seconds_between(earlier: str, later: str) -> float:

@@ -55,7 +55,10 @@ class ManualClock:
 
 
 def parse_aware_time(text: str) -> datetime:
-    """An ISO time that names its zone (`Z` accepted). ValueError says which of the two it is not."""
+    """An ASCII ISO-8601 time that names its zone (`Z` accepted). ValueError says which of the two
+    it is not (other digits, e.g. Arabic-Indic, are not ISO-8601 whatever fromisoformat takes)."""
+    if not text.isascii():
+        raise ValueError("is not an ISO time (ASCII digits only)")
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -8,6 +8,7 @@ a transcript is its stream up to that version.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 from uuid import UUID
 
@@ -25,17 +26,21 @@ from .errors import InvalidRequest, NotFound
 from .projections.views import Views, message_row
 
 
+_POSITION = re.compile(r"#[0-9]+")
+
+
 def parse_moment(views: Views, when: str | int, *, after: bool = False) -> int:
     """A log position from `#N`, an int, or an ISO time: the last position at or before that time,
     or with `after` the first position at or after it (one past the head if there is none)."""
     head = views.head()
+    if isinstance(when, bool):
+        raise InvalidRequest(f"bad moment {when!r} (give an ISO time with its zone, or a log position #N)")
     if isinstance(when, int):
         position = when
     elif isinstance(when, str) and when.startswith("#"):
-        try:
-            position = int(when[1:])
-        except ValueError:
-            raise InvalidRequest(f"bad log position {when!r} (expected #N)") from None
+        if not _POSITION.fullmatch(when):  # int() would take " 1", "+1", "1_0" and other digits
+            raise InvalidRequest(f"bad log position {when!r} (expected #N, N in ASCII digits)")
+        position = int(when[1:])
     else:
         try:
             moment = parse_aware_time(str(when))

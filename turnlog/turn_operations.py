@@ -35,7 +35,7 @@ from .commands.rotation import RotationCommands
 from .commands.runner import TurnRunner
 from .commands.turn import Turn, reply_obligation
 from .domain.inbox import HUMAN
-from .domain.source import SessionSource
+from .domain.source import SessionSource, require_str
 from .errors import CompactionFailed, TurnlogClosed
 from .domain.transcript import MessageAppended
 from .projections.base import TypedRow
@@ -103,6 +103,8 @@ class TurnOperations:
                       *, actor: str | None = None, cause: str = "turn") -> LeaseToken:
         """Take the session's turn lease for `owner_key` (the routing key the turn answers),
         waiting up to `timeout` s; raises LeaseTimeout. The token carries the lease's epoch."""
+        require_str("session_id", session_id)
+        require_str("owner_key", owner_key)
         return self._leases.acquire(session_id, owner_key, generation=generation, timeout=timeout, actor=actor,
                                     cause=cause)
 
@@ -116,7 +118,7 @@ class TurnOperations:
 
     def holder(self, session_id: str) -> LeaseHolder | None:
         """Who holds the session's lease, read from the log; None when it is free."""
-        held = self._leases.holder(session_id)
+        held = self._leases.holder(require_str("session_id", session_id))
         return LeaseHolder(**held) if held is not None else None
 
     # -- the transcript ------------------------------------------------------------------
@@ -125,13 +127,13 @@ class TurnOperations:
                    limit: int | None = None, newest_first: bool = False) -> list[MessageAppended]:
         """The session's messages as the log's events, by seq (what a responder is given as history);
         `after`/`upto` bound the seq, `limit` with `newest_first` reads the latest ones."""
-        return self._leases.transcript(session_id, after=after, upto=upto, limit=limit, newest_first=newest_first)
+        return self._leases.transcript(require_str("session_id", session_id), after=after, upto=upto, limit=limit, newest_first=newest_first)
 
     def agent_history(self, session_id: str) -> list[MessageAppended]:
         """What a responder is given as history: the transcript as /undo, /retry and in-place
         compaction left it (undone and retried messages out, a compacted range as its summary,
         whose entries stand at the range's last seq with cause "compaction")."""
-        return read_agent_history(self._leases.ctx, session_id)
+        return read_agent_history(self._leases.ctx, require_str("session_id", session_id))
 
     def append_message(self, token: LeaseToken, role: str, content: str, *, cause: str = "turn",
                        **fields: Any) -> MessageRecord:

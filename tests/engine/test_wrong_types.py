@@ -77,3 +77,36 @@ def test_a_turnlog_opened_with_the_wrong_kind_of_argument_makes_no_file(tmp_path
     with pytest.raises(InvalidRequest, match=mentions):
         Turnlog(options.pop("location"), **options)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("value", [None, 5, b"20260101_000000_abcd1234", ["s"]])
+@pytest.mark.parametrize("read", ["transcript", "session_version", "usage", "session", "title", "history",
+                                  "export", "turns.transcript", "turns.agent_history", "turns.holder"])
+def test_a_session_id_that_is_not_a_string(t, sid, read, value):
+    group, _, name = read.rpartition(".")
+    method = getattr(t.turns if group else t, name)
+    with pytest.raises(InvalidRequest, match=r"must be a (string|session id)") as e:
+        method(value)
+    assert type(value).__name__ in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("when", ["#\u0661", "#\uff11", "#1_0", "#+1", "# 1", "#1 ", True,
+                                  "\u0662\u0660\u0662\u0666-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00\u200b"])
+def test_a_moment_that_is_not_ascii_iso_8601_or_a_plain_position(t, sid, when):
+    with pytest.raises(InvalidRequest, match="moment|position") as e:
+        t.at(when)
+    assert repr(when) in str(e.value)
+    with pytest.raises(InvalidRequest):
+        t.history(sid, since=when)
+
+
+@pytest.mark.parametrize("options", [{"older_than": "\u0669\u0660d"}, {"idle_for": "\uff19\uff10d"}])
+def test_an_archive_duration_in_other_digits(t, sid, tmp_path, options):
+    with pytest.raises(InvalidRequest, match="duration"):
+        t.archivable(**options)
+
+
+@pytest.mark.parametrize("since", ["\u0662\u0660\u0662\u0666-01-01", "2026-01-01T00:00:00+00:00\u0660"])
+def test_a_search_bound_in_other_digits(t, sid, since):
+    with pytest.raises(InvalidRequest, match="since"):
+        t.search("hello", since=since)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 ARCHIVED_KEY_POLICIES = ("new", "restore")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdwy])\s*")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdwy])\s*", re.ASCII)  # ASCII digits only
 
 
 def parse_duration(text: str) -> timedelta:

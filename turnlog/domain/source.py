@@ -112,6 +112,14 @@ def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
     return f"{text[:limit]!r}… ({len(text)} characters)"
 
 
+def require_str(name: str, value: Any) -> str:
+    """`value`, when it is a string; else InvalidRequest naming `name` and the type given (a
+    None or an int id is refused here, not looked up and found wanting)."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
 def check_id(name: str, value: str) -> str:
     """The one rule for ids: at most MAX_ID_LENGTH characters, no control characters (NUL, ESC, BEL,
     newlines, ...), and not whitespace only. Empty is allowed here; keys say where an id is needed."""

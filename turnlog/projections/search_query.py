@@ -84,6 +84,8 @@ def parse_moment(value: str | datetime | date | None, what: str) -> str | None:
     if isinstance(value, str):
         text = value.strip()
         try:
+            if not text.isascii():  # other digits are not ISO-8601, whatever fromisoformat takes
+                raise ValueError(text)
             if len(text) == 10:
                 value = date.fromisoformat(text)
             else:
