@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .domain.batching import TextBatching
 from .domain.delivery import HOLD, MAX_ATTEMPTS, RESEND
+from .domain.env_flags import STORE_FLAGS, env_flag
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S, check_windows
 from .domain.key_settings import KeySettings
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
@@ -126,6 +127,8 @@ class EngineConfig:
                 if (mine := getattr(self, name)) is not None and mine != theirs]
 
     def __post_init__(self) -> None:
+        for flag in STORE_FLAGS:  # read by the store as it opens: refused here, before a file is made
+            env_flag(flag)
         check_windows(self.dedup_window_s)
         _check_seconds("lease_ttl_s", self.lease_ttl_s, zero_ok=False)
         _check_seconds("lease_timeout_s", self.lease_timeout_s, zero_ok=True)

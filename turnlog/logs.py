@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json as _json
 import logging
-import os
 import sys
 from datetime import datetime, timezone
 from typing import IO, Any
+
+from .domain.env_flags import env_flag
 
 LOGGER = "turnlog"
 # What a LogRecord holds of its own; anything else was passed in `extra` and is the record's field.
@@ -41,7 +42,7 @@ def configure(*, json: bool | None = None, level: int | str = logging.INFO,
     """Send turnlog's records at `level` and above to `stream` (stderr), as JSON lines or plain
     text; replaces the handler an earlier call added. Returns the handler."""
     if json is None:
-        json = os.environ.get("TURNLOG_LOG_JSON", "").lower() in ("1", "true", "yes")
+        json = env_flag("TURNLOG_LOG_JSON")
     logger = logging.getLogger(LOGGER)
     for old in [h for h in logger.handlers if getattr(h, "turnlog_configured", False)]:
         logger.removeHandler(old)

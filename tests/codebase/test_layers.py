@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "clock": set(),
     "gc_pause": set(),
     "gc_turns": set(),
-    "logs": set(),
+    "logs": {"domain", "errors"},  # domain/env_flags.py: the rule of TURNLOG_LOG_JSON
     "config": {"domain", "errors"},
     "storage": {"domain", "errors"},
     "projections": {"storage", "domain", "errors"} | BASE,

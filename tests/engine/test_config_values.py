@@ -4,12 +4,15 @@ taken silently (a lease TTL of -1 s would expire every lease as it is taken)."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import pytest
 
 from harness.cli import run
-from turnlog import EngineConfig
+from turnlog import EngineConfig, InvalidRequest, Turnlog
+from turnlog.domain.env_flags import env_flag
+from turnlog.logs import configure
 
 VARIABLES = {"TURNLOG_TURN_LEASE_TTL": "lease_ttl_s", "TURNLOG_TURN_LEASE_TIMEOUT": "lease_timeout_s",
              "TURNLOG_HEARTBEAT_TTL": "heartbeat_ttl_s"}
@@ -42,4 +45,43 @@ def test_the_command_line_says_which_variable_and_makes_no_database(tmp_path, mo
     result = run("--db", str(tmp_path / "new.db"), "route", "--platform", "telegram", "--chat-id", "1")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert len(result.stderr.splitlines()) == 1 and "TURNLOG_TURN_LEASE_TTL" in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+FLAGS = ["TURNLOG_COMPACT_EVENTS", "TURNLOG_GROUP_COMMIT", "TURNLOG_ENCRYPTION"]
+
+
+@pytest.mark.parametrize("variable", FLAGS)
+@pytest.mark.parametrize("value", ["maybe", "2", "nein", "tru", "on!"])
+def test_a_yes_no_variable_with_another_value_is_refused_naming_it_and_makes_no_database(
+        tmp_path, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(InvalidRequest) as e:
+        Turnlog(str(tmp_path / "new.db"))
+    message = str(e.value)
+    assert variable in message and repr(value) in message and "\n" not in message
+    assert all(word in message for word in ("1/0", "true/false", "yes/no", "on/off"))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("variable", FLAGS)
+@pytest.mark.parametrize("value, on", [("1", True), ("TRUE", True), ("Yes", True), ("on", True), (" on ", True),
+                                       ("0", False), ("False", False), ("NO", False), ("off", False)])
+def test_a_yes_no_variable_takes_each_spelling_in_any_case(monkeypatch, variable, value, on):
+    monkeypatch.setenv(variable, value)
+    assert env_flag(variable) is on
+
+
+def test_the_json_log_variable_is_refused_when_configure_reads_it(monkeypatch):
+    monkeypatch.setenv("TURNLOG_LOG_JSON", "json")
+    with pytest.raises(InvalidRequest, match="TURNLOG_LOG_JSON='json'"):
+        configure(stream=io.StringIO())
+
+
+def test_the_command_line_says_which_yes_no_variable_and_makes_no_database(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURNLOG_GROUP_COMMIT", "sometimes")
+    result = run("--db", str(tmp_path / "new.db"), "route", "--platform", "telegram", "--chat-id", "1")
+    assert result.exit_code == 2 and "Traceback" not in result.output  # InvalidRequest: the CLI's usage error
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert "TURNLOG_GROUP_COMMIT='sometimes'" in error
     assert os.listdir(tmp_path) == []

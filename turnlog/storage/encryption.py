@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain.sealing import fingerprint
+from ..domain.env_flags import env_flag
 from ..errors import EncryptionKeyMissing, InvalidRequest, StoreError
 from . import dbfile
 from .keys import (DATA_KEYS, META, KeyStore, KeyTables, MasterKey, Marker, key_file, new_key, read_key_file,
@@ -39,7 +40,7 @@ class Encryption:
 
 
 def enabled_by_default() -> bool:
-    return os.environ.get("TURNLOG_ENCRYPTION", "1").lower() not in ("0", "no", "false", "off")
+    return env_flag("TURNLOG_ENCRYPTION")
 
 
 def key_path_of(backend: Any) -> str | None:

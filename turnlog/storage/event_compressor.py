@@ -17,13 +17,14 @@ TURNLOG_COMPACT_EVENTS=0 writes plain JSON again (reading compacted events still
 from __future__ import annotations
 
 import hashlib
-import os
 import zlib
 from functools import cache
 from importlib import resources
 
 import zstandard
 from eventsourcing.persistence import Compressor
+
+from ..domain.env_flags import env_flag
 
 from .event_dictionary import DICTIONARY_V1
 from .per_thread import per_thread
@@ -68,7 +69,7 @@ class _Zstd:
 
 
 def compacting() -> bool:
-    return os.environ.get("TURNLOG_COMPACT_EVENTS", "1") not in ("0", "no", "false")
+    return env_flag("TURNLOG_COMPACT_EVENTS")
 
 
 def inflate(data: bytes) -> bytes:

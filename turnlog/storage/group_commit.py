@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import threading
 from typing import Any, Callable, Iterator
 
 from eventsourcing.application import ProcessingEvent
 from eventsourcing.persistence import Recording
+
+from ..domain.env_flags import env_flag
 
 from .store import TurnlogApplication
 
@@ -50,7 +51,7 @@ def giving_back(release: Callable[[], Any], reacquire: Callable[[], Any]) -> Ite
 
 
 def grouping() -> bool:
-    return os.environ.get("TURNLOG_GROUP_COMMIT", "1") not in ("0", "no", "false")
+    return env_flag("TURNLOG_GROUP_COMMIT")
 
 
 class _Member:
