@@ -3,6 +3,7 @@ warns (DeprecationWarning, pointing at the caller's line) and behaves as the new
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -80,3 +81,21 @@ def test_a_row_read_as_a_dict_warns_and_answers(t) -> None:
         assert row.get("nonsense", 1) == 1 and "session_key" in row
         with pytest.raises(KeyError):
             row["nonsense"]
+
+
+def test_a_row_iterated_counted_and_compared_as_a_dict_warns_and_answers_as_the_dict_did(t) -> None:
+    t.get_or_create_session(alice())
+    row = t.sessions()[0]
+    old = row.to_dict()
+    for read, answer in [(lambda: list(row), list(old)), (lambda: len(row), len(old)),
+                         (lambda: row == old, True), (lambda: old == row, True), (lambda: row != old, False),
+                         (lambda: row == {**old, "title": "other"}, False), (lambda: [*row], [*old])]:
+        with pytest.warns(DeprecationWarning, match="reading a SessionRow as a dict is deprecated") as caught:
+            assert read() == answer
+        assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # none of these reads it as a dict
+        assert row == t.sessions()[0] and not row != t.sessions()[0] and bool(row)
+        assert row != dataclasses.replace(row, title="other")
+        assert row != "a string" and row != 5
+

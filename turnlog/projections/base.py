@@ -14,7 +14,7 @@ import dataclasses
 import sqlite3
 import warnings
 from operator import itemgetter
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -25,7 +25,16 @@ class TypedRow:
     `to_dict()` gives them as a plain dict (what JSON output shows).
 
     The public API returned these rows as dicts before; reading one by key (`row["field"]`,
-    `row.get`, `row.keys()`, `**row`) still works for one release, with a DeprecationWarning."""
+    `row.get`, `row.keys()`, `**row`), iterating it (its keys), `len(row)` and comparing it with a
+    dict still work for one release, as the dict did, with a DeprecationWarning. Two rows compare
+    as dataclasses do (the same class and fields), without a warning."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # @dataclass adds its own __eq__ only where the class has none: this one is its equality
+        # between two rows, plus the old dict's with a dict (its __hash__ is still made).
+        if "__eq__" not in cls.__dict__:
+            setattr(cls, "__eq__", _row_eq)
 
     def to_dict(self) -> dict[str, Any]:
         # dataclasses.asdict, without its per-value deep copy where a value is plain (most are):
@@ -60,6 +69,27 @@ class TypedRow:
         _read_as_dict(self)
         return name in _field_names(type(self))
 
+    def __iter__(self) -> Iterator[str]:
+        _read_as_dict(self)
+        return iter(_field_names(type(self)))
+
+    def __len__(self) -> int:
+        _read_as_dict(self)
+        return len(_field_names(type(self)))
+
+    def __bool__(self) -> bool:  # a row is there (as a dict of its fields was never empty): no len() read
+        return True
+
+
+def _row_eq(self: TypedRow, other: object) -> bool:
+    if other.__class__ is self.__class__:  # dataclass equality: the compared fields, in order
+        names = _compared_names(type(self))
+        return all(getattr(self, n) == getattr(other, n) for n in names)
+    if isinstance(other, dict):
+        _read_as_dict(self)
+        return self.to_dict() == other
+    return NotImplemented
+
 
 def _read_as_dict(row: TypedRow) -> None:
     warnings.warn(f"reading a {type(row).__name__} as a dict is deprecated and goes in the next release:"
@@ -74,6 +104,16 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _compared_names(cls: type) -> tuple[str, ...]:
+    names = _COMPARED_NAMES.get(cls)
+    if names is None:
+        names = _COMPARED_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.compare)
+    return names
+
+
+_COMPARED_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _plain_copy(value: Any) -> Any:
