@@ -25,7 +25,11 @@ def deprecated(old: str, new: str) -> None:
 
 
 class Moved:
-    """An attribute of Turnlog that was public before: reading it warns, then gives `_<name>`."""
+    """An attribute of Turnlog that was public before: reading it warns naming `replacement`, then
+    gives `_<name>`."""
+
+    def __init__(self, replacement: str) -> None:
+        self.replacement = replacement
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -33,7 +37,7 @@ class Moved:
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         if obj is None:
             return self
-        deprecated(f"Turnlog.{self.name}", "a public method (it is private now)")
+        deprecated(f"Turnlog.{self.name}", f"{self.replacement} (it is private now)")
         return getattr(obj, f"_{self.name}")
 
 
@@ -50,23 +54,23 @@ class DeprecatedNames:
 
     # The collaborators were public attributes before: reading one warns, then gives it. Named
     # one by one, so that a type checker still refuses a misspelt attribute.
-    app = Moved()
-    batches = Moved()
-    chain = Moved()
-    clock = Moved()
-    config = Moved()
-    ctx = Moved()
-    deliveries = Moved()
-    forks = Moved()
-    gateway_name = Moved()
-    inbound = Moved()
-    keeper = Moved()
-    projections = Moved()
-    recovery = Moved()
-    rotation = Moved()
-    routing = Moved()
-    slash = Moved()
-    views = Moved()
+    app = Moved("Turnlog.history, Turnlog.events_around or Turnlog.at")
+    batches = Moved("Turnlog.run_due_batches and Turnlog.next_batch_due")
+    chain = Moved("Turnlog.maintenance.seal and Turnlog.maintenance.verify_chain")
+    clock = Moved("the clock given to Turnlog(clock=...)")
+    config = Moved("the EngineConfig given to Turnlog(config=...)")
+    ctx = Moved("Turnlog's public methods")
+    deliveries = Moved("Turnlog.turns.deliver, Turnlog.retry_deliveries and Turnlog.abandon_delivery")
+    forks = Moved("Turnlog.fork")
+    gateway_name = Moved("the name given to Turnlog.start_gateway")
+    inbound = Moved("Turnlog.accept")
+    keeper = Moved("Turnlog.close (the keeper runs by itself)")
+    projections = Moved("Turnlog.maintenance")
+    recovery = Moved("Turnlog.recover, Turnlog.resume_candidates and Turnlog.resume_interrupted")
+    rotation = Moved("Turnlog.turns.rotate_session")
+    routing = Moved("Turnlog.get_or_create_session, Turnlog.switch_session and Turnlog.routing_key")
+    slash = Moved("Turnlog.command")
+    views = Moved("Turnlog's reads (sessions, routes, transcript, history, search)")
 
     def acquire_lease(self, session_id: str, owner_key: str, generation: int = 0, timeout: float | None = None,
                       *, actor: str | None = None, cause: str = "turn") -> LeaseToken:

@@ -54,6 +54,18 @@ class LeaseHolder(TypedRow):
     expired: bool
 
 
+# The lease commands' names once read at `t.turns`, and what replaces each.
+_LEASE_REPLACEMENTS = {
+    "acquire": "Turnlog.turns.acquire_lease", "acquiring": "Turnlog.turns.acquire_lease",
+    "renew": "Turnlog.turns.renew_lease", "release": "Turnlog.turns.release_lease",
+    "release_event": "Turnlog.turns.release_lease", "append": "Turnlog.turns.append_message",
+    "message_event": "Turnlog.turns.append_message", "next_seq": "Turnlog.turns.append_message",
+    "fenced_save": "Turnlog.turns.append_message or Turnlog.turns.record_reply",
+    "held": "Turnlog.turns.holder", "kept_expiry": "Turnlog.turns.holder",
+    "revoke": "Turnlog.command(source, '/stop')",
+}
+
+
 class TurnOperations:
     """The turn lease, fenced transcript writes and deliveries of one Turnlog (`t.turns`)."""
 
@@ -76,8 +88,9 @@ class TurnOperations:
             found = getattr(self._leases, name)
             if self.__dict__.get("_closed"):  # Turnlog.close marks its groups closed (api.py)
                 raise TurnlogClosed(f"the Turnlog is closed: turns.{name} needs an open one")
-            warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use the methods"
-                          " of Turnlog.turns", DeprecationWarning, stacklevel=2)
+            new = _LEASE_REPLACEMENTS.get(name, "the methods of Turnlog.turns (it has no replacement of its own)")
+            warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use {new}",
+                          DeprecationWarning, stacklevel=2)
             return found
 
     # -- the lease -----------------------------------------------------------------------

@@ -99,3 +99,24 @@ def test_a_row_iterated_counted_and_compared_as_a_dict_warns_and_answers_as_the_
         assert row != dataclasses.replace(row, title="other")
         assert row != "a string" and row != 5
 
+
+@pytest.mark.parametrize("old, new", [("acquire", "Turnlog.turns.acquire_lease"),
+                                      ("renew", "Turnlog.turns.renew_lease"),
+                                      ("release", "Turnlog.turns.release_lease"),
+                                      ("append", "Turnlog.turns.append_message")])
+def test_an_old_lease_command_at_t_turns_names_its_replacement(t, old, new) -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        getattr(t.turns, old)
+    assert str(caught[0].message) == f"Turnlog.turns.{old} is deprecated and goes in the next release: use {new}"
+
+
+@pytest.mark.parametrize("old, new", [("views", "Turnlog's reads"), ("slash", "Turnlog.command"),
+                                      ("projections", "Turnlog.maintenance"), ("chain", "Turnlog.maintenance"),
+                                      ("rotation", "Turnlog.turns.rotate_session"), ("forks", "Turnlog.fork"),
+                                      ("inbound", "Turnlog.accept")])
+def test_an_old_attribute_names_its_replacement(t, old, new) -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        getattr(t, old)
+    message = str(caught[0].message)
+    assert message.startswith(f"Turnlog.{old} is deprecated and goes in the next release: use {new}")
+    assert "a public method" not in message
