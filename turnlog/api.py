@@ -218,7 +218,7 @@ class Turnlog(DeprecatedNames):
             projections=self._projections, sessions=self.sessions,
             open_copy=lambda location, views, key: Turnlog(location, views=views, clock=self._clock,
                                                            config=self._config, master_key=key))
-        self._ctx.key_forgetters.append(self._data.forget_keys)
+        self._ctx.forget_keys = self._data.forget_keys
         self._ctx.erased_keys = self._data.erased_keys
         self._rekeys = RekeyCommands(self._ctx, self._routing, lambda: [r.route_id for r in self.routes()])
         self._warn_if_config_is_overruled()

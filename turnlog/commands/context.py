@@ -50,7 +50,7 @@ class CommandContext:
     read_only: bool = False  # a read-only open (api.Turnlog): every save is refused before it is tried
     session_listeners: list[SessionListener] = field(default_factory=list)
     recorder: Recorder = field(default_factory=lambda: Recorder(""))  # what this process measures
-    key_forgetters: list[Callable[[], object]] = field(default_factory=list)  # the sealer's (api.Turnlog)
+    forget_keys: Callable[[], object] = lambda: None  # the data keys this process holds (api.Turnlog)
     # How many data keys the log holds erased, None for an unencrypted log (api.Turnlog): notice_erasures.
     erased_keys: Callable[[], int | None] = lambda: None
     erasures_seen: int | None = field(default=None, init=False)
@@ -64,11 +64,14 @@ class CommandContext:
     def forget_erased(self) -> None:
         """Another process erased a subject whose key this one still held (storage/erased_keys.py):
         forget every key, aggregate and transcript this process holds, so that what it seals next is
-        sealed under the subject's new key and what it reads shows the erasure."""
-        for forget in self.key_forgetters:
-            forget()
+        sealed under the subject's new key and what it reads shows the erasure. The erasures it
+        counts are those forgotten here, so notice_erasures does not forget them again; the count
+        is read first, so an erase that lands meanwhile is noticed at the next look."""
+        erased = self.erased_keys()
+        self.forget_keys()
         self.cache.clear()
         self.transcripts.clear()
+        self.erasures_seen = erased
 
     def notice_erasures(self) -> None:
         """Forget what this process holds (forget_erased) when a subject was erased since the last
@@ -82,7 +85,8 @@ class CommandContext:
         erased = self.erased_keys()
         if erased is not None and self.erasures_seen is not None and erased != self.erasures_seen:
             self.forget_erased()
-        self.erasures_seen = erased
+        else:
+            self.erasures_seen = erased
 
     def get(self, aggregate_id: UUID, fresh: bool = True) -> Any | None:
         """fresh=False only where a save of this aggregate follows (see AggregateCache)."""
