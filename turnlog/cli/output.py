@@ -157,20 +157,33 @@ class Output:
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add --table/--json/--nl/--csv to a command and pass it an `Output` as `out` (see module doc)."""
+    """Add --table/--json/--nl/--csv to a command and pass it an `Output` as `out` (see module doc).
+    Two different ones given together (--json --csv) are a usage error naming both."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, output_format: str | None = None, **kwargs: Any) -> Any:
-        # The four flags share one destination; when none is given click may hand over False or None.
-        return fn(*args, out=Output(output_format or "table"), **kwargs)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = [fmt for fmt in FORMATS if kwargs.pop(f"output_{fmt}", False)]
+        return fn(*args, out=Output(given[-1] if given else "table"), **kwargs)
 
     for flag, value, text in reversed((
             ("--table", "table", "Print a readable table or text (the default); control characters shown as \\x1b."),
             ("--json", "json", "Print JSON."),
             ("--nl", "nl", "Print newline-delimited JSON: one object per line."),
             ("--csv", "csv", "Print CSV with a header row."))):
-        wrapper = click.option(flag, "output_format", flag_value=value, help=text)(wrapper)
+        wrapper = click.option(flag, f"output_{value}", is_flag=True, help=text, callback=_one_format)(wrapper)
     return wrapper
+
+
+def _one_format(ctx: click.Context, param: click.Parameter, given: bool) -> bool:
+    """Each flag has a destination of its own, so that two different ones are seen (with one shared
+    destination click keeps the last one silently). Called in the order the flags were given,
+    before any missing argument is looked for."""
+    if given:
+        flag = param.opts[0]
+        seen = ctx.meta.setdefault("turnlog.output_flag", flag)
+        if seen != flag:
+            raise click.UsageError(f"{seen} and {flag} cannot be given together: choose one output format", ctx)
+    return given
 
 
 def limit_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,0 +1,52 @@
+"""A hostile user at the command line: conflicting flags, unknown names, a full disk, missing
+folders, Ctrl-C. Each answer is one line, no traceback; exit 2 for a usage mistake, 1 for a
+runtime failure, 130 for an interrupt."""
+
+from __future__ import annotations
+
+import click
+
+from turnlog.cli import main
+from harness.cli import run
+
+
+def leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    ctx = click.Context(group)
+    for name in sorted(group.list_commands(ctx)):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            yield from leaf_commands(command, (*prefix, name))
+        else:
+            yield (*prefix, name), command
+
+
+def assert_usage_error(result, *mentions: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "Traceback" not in result.output and result.stdout == ""
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(error_lines) == 1, result.stderr
+    for text in mentions:
+        assert text in error_lines[0], error_lines[0]
+
+
+# -- 2: --json with --csv ---------------------------------------------------------------------
+
+def test_json_and_csv_together_are_a_usage_error_naming_both_on_every_command(tmp_path):
+    db = str(tmp_path / "never.db")
+    checked = []
+    for names, command in leaf_commands(main):
+        flags = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+        if not {"--json", "--csv"} <= flags:
+            continue
+        for order in (["--json", "--csv"], ["--csv", "--json"]):
+            result = run("--db", db, *names, *order)
+            assert_usage_error(result, "--json", "--csv")
+        checked.append(names)
+    assert len(checked) >= 24
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_the_same_format_flag_twice_is_no_conflict(tmp_path):
+    result = run("key", "--platform", "telegram", "--chat-id", "42", "--json", "--json")
+    assert result.exit_code == 0, result.output
