@@ -50,3 +50,19 @@ def test_json_and_csv_together_are_a_usage_error_naming_both_on_every_command(tm
 def test_the_same_format_flag_twice_is_no_conflict(tmp_path):
     result = run("key", "--platform", "telegram", "--chat-id", "42", "--json", "--json")
     assert result.exit_code == 0, result.output
+
+
+# -- 3: output to a full device ----------------------------------------------------------------
+
+def test_output_to_a_full_device_is_one_line_and_exit_1():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNLOG_")}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "turnlog", "key", "--platform", "telegram", "--chat-id", "42"],
+                              stdout=full, stderr=subprocess.PIPE, env=env, timeout=120,
+                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.decode() == "turnlog: cannot write output: No space left on device\n"

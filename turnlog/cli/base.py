@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sqlite3
@@ -100,6 +101,10 @@ class TurnlogGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
+            if _output_fails(e):
+                _quiet_broken_pipe()  # the bytes still buffered would fail again at exit
+                click.echo(f"turnlog: cannot write output: {e.strerror}", err=True)
+                ctx.exit(1)
             if os.environ.get("TURNLOG_DEBUG"):
                 raise
             if _damaged(e):
@@ -110,6 +115,13 @@ class TurnlogGroup(click.Group):
             click.echo(f"Error: {type(e).__name__}: {visible(str(e))} (set TURNLOG_DEBUG=1 for the traceback)",
                        err=True)
             ctx.exit(1)
+
+
+def _output_fails(error: Exception) -> bool:
+    """Writing the output failed (a full device, a quota, an I/O error): click.echo raises these
+    with no file name; the library's own file errors name their file or are its own errors."""
+    return (isinstance(error, OSError) and error.filename is None
+            and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
 
 
 def _damaged(error: BaseException) -> bool:
