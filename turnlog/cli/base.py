@@ -101,7 +101,7 @@ class TurnlogGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
-            if _output_fails(e):
+            if isinstance(e, OSError) and _output_fails(e):
                 _quiet_broken_pipe()  # the bytes still buffered would fail again at exit
                 click.echo(f"turnlog: cannot write output: {e.strerror}", err=True)
                 ctx.exit(1)
@@ -117,10 +117,10 @@ class TurnlogGroup(click.Group):
             ctx.exit(1)
 
 
-def _output_fails(error: Exception) -> bool:
+def _output_fails(error: OSError) -> bool:
     """Writing the output failed (a full device, a quota, an I/O error): click.echo raises these
     with no file name; the library's own file errors name their file or are its own errors."""
-    return (isinstance(error, OSError) and error.filename is None
+    return (error.filename is None
             and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
 
 
