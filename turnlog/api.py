@@ -66,6 +66,7 @@ from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound, TurnlogClosed
 from .domain.key_settings import KeySettings
 from .domain.source import quoted, require_str
+from .domain.event_names import unknown_event_names
 from .domain.inbox import HUMAN, item_with_text
 from .projections.routing import RoutesProjection, SessionsProjection
 from .projections.runner import ProjectionRunner
@@ -677,8 +678,12 @@ class Turnlog(DeprecatedNames):
 
         since/until are ISO times or log positions `#N` (inclusive); types are event names.
         """
+        names = [types] if isinstance(types, str) else list(types or [])
+        unknown = unknown_event_names(names)
+        if unknown:
+            raise InvalidRequest(f"no event is named {quoted(unknown[0])}: event names are like RouteBound,"
+                                 " SessionEnded or MessageAppended (their list: docs/architecture.md, 'The events')")
         self.maintenance.catch_up()
-        names = list(types or [])
         window = {"since": parse_moment(self._views, since, after=True) if since is not None else None,
                   "until": parse_moment(self._views, until) if until is not None else None}
         if isinstance(key_or_session, str) and self._is_session(key_or_session):

@@ -4,10 +4,13 @@ runtime failure, 130 for an interrupt."""
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from turnlog.cli import main
 from harness.cli import run
+from chat import collect, echo
 
 
 def leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -66,3 +69,59 @@ def test_output_to_a_full_device_is_one_line_and_exit_1():
                               cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.decode() == "turnlog: cannot write output: No space left on device\n"
+
+
+# -- 1: Ctrl-C --------------------------------------------------------------------------------
+
+def test_ctrl_c_during_an_ingest_exits_130_with_one_line_and_keeps_what_was_accepted(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from turnlog import Turnlog
+
+    db = str(tmp_path / "t.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNLOG_")}
+    record = {"op": "message", "source": {"platform": "telegram", "chat_type": "dm", "chat_id": "42", "user_id": "42"},
+              "text": "hi", "message_id": "a1", "at": "2026-11-01T10:00:00Z", "reply": "hello!"}
+    proc = subprocess.Popen([sys.executable, "-m", "turnlog", "--db", db, "ingest", "-", "--progress-every", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    try:
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.write((json.dumps(record) + "\n").encode())
+        proc.stdin.flush()
+        progress = proc.stderr.readline().decode()  # the line is applied: the ingest now waits on stdin
+        assert progress.startswith("ingest: 1 lines, 1 applied"), progress
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert proc.returncode == 130, err
+    assert err.decode() == "turnlog: interrupted\n"
+    with Turnlog(db) as t:
+        [session] = t.sessions()
+        assert [m["content"] for m in t.transcript(session.session_id)] == ["hi", "hello!"]
+
+
+# -- 4: an unknown event name -----------------------------------------------------------------
+
+def test_history_of_an_unknown_event_type_is_a_usage_error_naming_it(tmp_path):
+    db = str(tmp_path / "t.db")
+    from turnlog import SessionSource, Turnlog
+
+    with Turnlog(db) as t:
+        t.handle_message(SessionSource(platform="telegram", chat_type="dm", chat_id="42", user_id="42"), "hi",
+                         echo, collect([]))
+        [session] = t.sessions()
+    result = run("--db", db, "history", session.session_id, "--type", "Bogus")
+    assert_usage_error(result, "'Bogus'", "RouteBound")
+    known = run("--db", db, "history", session.session_id, "--type", "MessageAppended", "--json")
+    assert known.exit_code == 0, known.output
+    assert len(json.loads(known.stdout)) == 2

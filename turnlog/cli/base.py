@@ -21,6 +21,7 @@ from .output import cell, echo_json, echo_table, visible
 __all__ = ["CommandGroup", "DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
            "main", "visible", "write_output"]
 
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{DEFAULT_DB})."
 
 
@@ -98,7 +99,11 @@ class TurnlogGroup(click.Group):
         except BrokenPipeError:
             _quiet_broken_pipe()
             ctx.exit(0)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+        except KeyboardInterrupt:
+            # A write commits whole or not at all, so what is left is what had committed.
+            click.echo("turnlog: interrupted", err=True)
+            ctx.exit(INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as e:  # noqa: BLE001 - the promise is: no traceback, one line
             if isinstance(e, OSError) and _output_fails(e):
