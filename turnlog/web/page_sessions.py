@@ -9,6 +9,7 @@ import orjson
 
 from .. import InvalidRequest, LeaseHolder
 from .html import Markup, join, link, session_href, table, tag, text, url
+from .numbers import is_number, page_number
 from .snapshot import Snapshot
 from .viewer import Result
 
@@ -31,10 +32,7 @@ def _state(s: dict[str, Any]) -> str:
 
 
 def _page_number(params: dict[str, str]) -> int:
-    raw = params.get("page", "1")
-    if not raw.isdigit() or int(raw) < 1:
-        raise InvalidRequest(f"bad page {raw!r} (expected 1, 2, …)")
-    return int(raw)
+    return page_number(params.get("page", "1"))
 
 
 def sessions(v: Snapshot, params: dict[str, str]) -> Result:
@@ -206,7 +204,7 @@ def _event_link(session_id: str, row: dict[str, Any]) -> Markup:
 
 def parse_position(v: Snapshot, raw: str) -> int:
     text_ = raw.strip().removeprefix("#")
-    if not text_.isdigit():
+    if not is_number(text_):
         raise InvalidRequest(f"bad log position {raw!r} (expected #N)")
     position, head = int(text_), v.t.maintenance.log_head()
     if not 1 <= position <= head:

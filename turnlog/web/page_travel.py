@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import InvalidRequest
 from .html import Markup, link, session_href, table, tag, text, url
+from .numbers import page_number, position_text
 from .snapshot import Snapshot
 from .viewer import Result
 
@@ -17,10 +17,7 @@ def moment(v: Snapshot, raw: str | None, default: int) -> int:
     """A position from `#N`, `N` or an ISO time (400 for anything else or outside the log)."""
     if raw is None or not raw.strip():
         return default
-    raw = raw.strip()
-    if raw.isdigit():
-        raw = "#" + raw
-    return v.t.at(raw).position
+    return v.t.at(position_text(raw.strip())).position
 
 
 def travel(v: Snapshot, params: dict[str, str]) -> Result:
@@ -30,10 +27,7 @@ def travel(v: Snapshot, params: dict[str, str]) -> Result:
         return Result("Time travel", {"head": 0}, tag("p", "the log is empty", class_="empty"))
     position = moment(v, params.get("at"), head)
     key = params.get("key", "").strip() or None
-    page = params.get("page", "1")
-    if not page.isdigit() or int(page) < 1:
-        raise InvalidRequest(f"bad page {page!r} (expected 1, 2, …)")
-    page_n = int(page)
+    page_n = page_number(params.get("page", "1"))
     asof = t.at(position)
     routes = asof.routes(key)
     shown = routes[(page_n - 1) * KEYS_PER_PAGE: page_n * KEYS_PER_PAGE]
