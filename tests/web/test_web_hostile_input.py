@@ -43,3 +43,33 @@ def test_non_ascii_digits_are_a_400(client, built, path, digits):
     r = client.get(url + ("&" if "?" in url else "?") + "format=json")
     assert r.status_code == 400, (path, digits, r.status_code, r.text[:200])
     assert r.json()["error"]
+
+
+def _damage(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.seek(5000)
+        f.write(b"\xff" * 4000)
+
+
+def test_a_reload_of_a_damaged_database_is_a_400_and_the_old_snapshot_stays(client, built):
+    _damage(built[0])
+    r = client.post("/reload?format=json", follow_redirects=False)
+    assert r.status_code == 400, r.text[:300]
+    assert "damaged" in r.json()["error"] and "Traceback" not in r.text
+    assert client.get("/sessions").status_code == 200  # still the snapshot read before
+
+
+@pytest.mark.parametrize("change", ["damaged", "deleted", "garbage"])
+def test_metrics_of_a_database_that_cannot_be_read_is_a_4xx(client, built, change):
+    pytest.importorskip("prometheus_client")
+    if change == "damaged":
+        _damage(built[0])
+    elif change == "deleted":
+        import os
+        os.remove(built[0])
+    else:
+        with open(built[0], "wb") as f:
+            f.write(b"not a database" * 100)
+    r = client.get("/metrics")
+    assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
+    assert "Traceback" not in r.text and len(r.text) < 1000

@@ -18,7 +18,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import InvalidRequest, NotFound, TooLarge
+from .. import InvalidRequest, NotFound, TooLarge, TurnlogError
 from .html import Markup, page, tag, text
 from . import page_gateway, page_integrity, page_sessions, page_travel, plot
 from .origin import SameOriginGate
@@ -150,7 +150,9 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
     def metrics(request: Request) -> Response:
         try:
             body, media_type = live.scrape()
-        except InvalidRequest as e:  # the metrics extra is not installed
+        except NotFound as e:  # the file is gone
+            return _error(request, 404, str(e))
+        except TurnlogError as e:  # the metrics extra is not installed; the file is damaged, not turnlog's
             return _error(request, 400, str(e))
         return Response(body, media_type=media_type)
 
@@ -176,7 +178,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
             v.reload()
         except Busy as e:
             return _error(request, 503, str(e))
-        except (NotFound, InvalidRequest) as e:  # the file went away or cannot be read now
+        except TurnlogError as e:  # the file went away, is damaged or cannot be read now
             return _error(request, 400, str(e))
         return RedirectResponse("/", status_code=303)
 
