@@ -73,3 +73,29 @@ def test_metrics_of_a_database_that_cannot_be_read_is_a_4xx(client, built, chang
     r = client.get("/metrics")
     assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
     assert "Traceback" not in r.text and len(r.text) < 1000
+
+
+SECURITY = {"x-content-type-options": "nosniff", "x-frame-options": "DENY", "referrer-policy": "no-referrer"}
+
+
+def test_every_answer_carries_the_security_headers(built):
+    # Framed by another site, the viewer's own reload and check buttons would send its own
+    # Origin (clickjacking past the same-origin gate); a ?token= URL must not leak as a Referer;
+    # transcripts must not stay in a shared cache.
+    first = built[1]["first"]
+    app = create_app(built[0], token="s3cret", allowed_hosts=["127.0.0.1"])
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as c:
+        answers = {p: c.get(p, headers={"authorization": "Bearer s3cret"}) for p in
+                   ["/", f"/sessions/{first}", "/sessions?format=json", "/sessions?page=0", "/nope", "/plot.svg",
+                    "/static/app.js", "/integrity/checks/nope"]}
+        answers["401"] = c.get("/sessions")
+        answers["bad host"] = c.get("/", headers={"host": "evil.example", "authorization": "Bearer s3cret"})
+        answers["405"] = c.put("/sessions", headers={"authorization": "Bearer s3cret"})
+    for name, r in answers.items():
+        for header, value in SECURITY.items():
+            assert r.headers.get(header) == value, (name, header, r.headers)
+        csp = r.headers.get("content-security-policy", "")
+        assert "frame-ancestors 'none'" in csp and "default-src 'self'" in csp, (name, csp)
+        if not name.startswith("/static/"):
+            assert r.headers.get("cache-control") == "no-store", (name, r.headers)
+    assert answers["/"].status_code == 200 and answers["401"].status_code == 401

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import InvalidRequest, NotFound, TooLarge, TurnlogError
 from .html import Markup, page, tag, text
 from . import page_gateway, page_integrity, page_sessions, page_travel, plot
+from .headers import SecurityHeaders
 from .origin import SameOriginGate
 from .page_metrics import LiveMetrics
 from .snapshot import Snapshot
@@ -198,7 +199,7 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
         Route("/metrics", metrics),
         Mount("/static", StaticFiles(packages=[("turnlog.web", "static")]), name="static"),
     ]
-    middleware = [Middleware(SameOriginGate)]
+    middleware = [Middleware(SecurityHeaders), Middleware(SameOriginGate)]
     if allowed_hosts:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
     if token:
