@@ -3,6 +3,7 @@ and the headers every answer carries. Every bad request is a short 4xx, never a 
 
 from __future__ import annotations
 
+import re
 import tempfile
 from urllib.parse import quote
 
@@ -99,3 +100,20 @@ def test_every_answer_carries_the_security_headers(built):
         if not name.startswith("/static/"):
             assert r.headers.get("cache-control") == "no-store", (name, r.headers)
     assert answers["/"].status_code == 200 and answers["401"].status_code == 401
+
+
+LONG = "x" * 20_000
+
+
+@pytest.mark.parametrize("path", ["/sessions?state={}", "/sessions?page={}", "/travel?at={}", "/travel?at=%23{}",
+                                  "/travel/diff?b={}", "/sessions/{first}/at/{}", "/sessions/{}",
+                                  "/integrity/checks/{}"])
+def test_an_error_does_not_echo_a_long_value_back(client, built, path):
+    url = path.format(LONG, first=built[1]["first"])
+    r = client.get(url + ("&" if "?" in url else "?") + "format=json")
+    assert 400 <= r.status_code < 500
+    message = r.json()["error"]
+    assert len(message) <= 300 and message.endswith("characters)"), message[:400]
+    shown = re.search(r'<p class="error">(.*?)</p>', client.get(url).text)
+    assert shown is not None and len(shown.group(1)) <= 300  # the HTML error page, too
+    assert len(client.post(f"/integrity/run?check={LONG}&format=json").json()["error"]) <= 300

@@ -44,7 +44,13 @@ def _params(request: Request) -> dict[str, str]:
     return {k: v for k, v in request.query_params.items() if k not in ("format", "token")}
 
 
+# An error names the value it refuses; one of 20,000 characters is cut, not echoed back whole.
+MAX_MESSAGE = 200
+
+
 def _error(request: Request, status: int, message: str) -> Response:
+    if len(message) > MAX_MESSAGE:
+        message = f"{message[:MAX_MESSAGE]}… (cut from {len(message)} characters)"
     if _wants_json(request):
         return _Json({"error": message, "status": status}, status_code=status)
     title = {400: "Bad request", 404: "Not found", 413: "Too large", 503: "Busy"}.get(status, "Error")
