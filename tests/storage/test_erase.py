@@ -113,3 +113,14 @@ def test_erase_needs_an_encrypted_database(tmp_path):
     with Turnlog(str(tmp_path / "plain.db"), encryption=False) as t:
         with pytest.raises(InvalidRequest, match="not encrypted"):
             t.erase_subject("telegram:42", actor="operator", cause="x")
+
+
+def test_an_erased_subjects_session_title_is_in_no_byte_nor_any_summary(make_turnlog, db):
+    t = make_turnlog()
+    [outcome] = t.handle_message(alice(), "hello", echo, collect([]))
+    assert t.set_title(outcome.session_id, "juniper marmalade title") == "juniper marmalade title"
+    t.erase_subject("telegram:42", actor="operator", cause="erase request")
+    checkpoint(db)
+    assert b"juniper" not in bytes_of(db, db + "-wal")
+    summaries = [e.summary for e in t.history(outcome.session_id)]
+    assert any("title" in s for s in summaries) and not any("juniper" in s for s in summaries), summaries
