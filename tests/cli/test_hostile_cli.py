@@ -125,3 +125,22 @@ def test_history_of_an_unknown_event_type_is_a_usage_error_naming_it(tmp_path):
     known = run("--db", db, "history", session.session_id, "--type", "MessageAppended", "--json")
     assert known.exit_code == 0, known.output
     assert len(json.loads(known.stdout)) == 2
+
+
+# -- numbers in other digits ------------------------------------------------------------------
+
+def test_every_number_option_takes_ascii_digits_only(tmp_path):
+    db = str(tmp_path / "never.db")
+    checked = []
+    for names, command in leaf_commands(main):
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.is_flag or param.count:
+                continue
+            if not isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)):
+                continue
+            result = run("--db", db, *names, param.opts[0], "٨٠")
+            assert result.exit_code == 2, (names, param.opts, result.output)
+            assert "'٨٠' is not a number in ASCII digits" in result.stderr, (names, result.stderr)
+            checked.append((names, param.opts[0]))
+    assert (("web",), "--port") in checked and len(checked) >= 15, checked
+    assert not (tmp_path / "never.db").exists()

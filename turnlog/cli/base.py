@@ -15,6 +15,7 @@ import click
 
 from .. import DEFAULT_DB, InvalidRequest, Turnlog, TurnlogError
 from .files import write_file
+from .numbers import ascii_numbers
 from .opening import open_engine
 from .output import cell, echo_json, echo_table, visible
 
@@ -45,6 +46,7 @@ class TurnlogCommand(click.Command):
     def __init__(self, *args: Any, writes: bool = False, dry_run_reads: bool = False,
                  writes_with: tuple[str, ...] = (), empty_when_missing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        ascii_numbers(self.params)
         self.writes = writes
         self.dry_run_reads = dry_run_reads
         self.writes_with = writes_with
