@@ -176,7 +176,8 @@ def test_type_filters_keep_only_the_named_events(lived):
     routing = lived.history(KEY, types=["RouteRegistered", "RouteBound", "RouteDetached"])
     assert [(e.event, e.session_id) for e in routing] == [  # the route was registered already bound to s1
         ("RouteRegistered", lived.s1), ("RouteBound", lived.s2), ("RouteDetached", lived.s2), ("RouteBound", lived.s3)]
-    assert lived.history(KEY, types=["NoSuchEvent"]) == []
+    with pytest.raises(InvalidRequest, match="no event is named 'NoSuchEvent'"):  # a typo is not "none happened"
+        lived.history(KEY, types=["NoSuchEvent"])
     windowed = lived.history(KEY, types=["MessageAppended"], since="2026-03-01T10:04:00+00:00",
                              until="2026-03-01T10:04:00+00:00")
     assert [e.summary for e in windowed] == ["user: hello 3", "assistant: re: hello 3"]
