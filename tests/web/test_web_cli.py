@@ -10,6 +10,7 @@ import sys
 import time
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 import web_db
@@ -105,3 +106,15 @@ def test_served_off_loopback_every_request_needs_the_token(tmp_path):
             proc.kill()
             _, err = proc.communicate()
     assert "Warning: serving on 0.0.0.0" in err
+
+
+@pytest.mark.parametrize("host, shown", [("a" * 70 + ".example", "a" * 70 + ".example"),  # a label over 63
+                                         ("bad\x1b[2Jhost", "bad\\x1b[2Jhost")])
+def test_a_host_that_cannot_be_resolved_is_one_line_shown_safely(tmp_path, host, shown):
+    db = str(tmp_path / "log.db")
+    web_db.build(db)
+    result = CliRunner().invoke(main, ["--db", db, "web", "--host", host, "--token", "t", "--port", "0"])
+    assert result.exit_code == 1, result.output
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"Error: cannot listen on {shown}:0: "), line
+    assert "\x1b" not in line and "TURNLOG_DEBUG" not in line

@@ -8,6 +8,7 @@ import socket
 import click
 
 from .base import command
+from .output import visible
 
 DEFAULT_PORT = 8321
 
@@ -29,9 +30,10 @@ def refuse_unless_listenable(host: str, port: int) -> None:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
             probe.bind(address)
-    except OSError as e:
-        reason = e.strerror or str(e)
-        raise click.ClickException(f"cannot listen on {host}:{port}: {reason[:1].lower()}{reason[1:]}") from None
+    except (OSError, UnicodeError, ValueError) as e:  # UnicodeError: a label over 63 characters; ValueError: a NUL
+        reason = (e.strerror if isinstance(e, OSError) else None) or str(e) or type(e).__name__
+        raise click.ClickException(f"cannot listen on {visible(host)}:{port}: {reason[:1].lower()}{reason[1:]}") \
+            from None
 
 
 @command()
