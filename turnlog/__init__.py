@@ -7,7 +7,7 @@ the hash chain. The other names are what its methods take and return, and the er
 """
 
 from .agent_cache import AgentCache, CacheStats
-from .api import DEFAULT_DB, HistoryEntry, Turnlog, compact_file, restore
+from .api import DEFAULT_DB, HistoryEntry, Turnlog, check_hermes_home, compact_file, restore
 from .commands.archive import ArchiveCandidate, ArchiveReport, ArchiveRestoreReport
 from .api import open as open  # turnlog.open(...); kept out of __all__ so `import *` never hides the builtin
 from .clock import Clock, ManualClock, SequentialIds, SystemClock
@@ -79,6 +79,7 @@ __all__ = [
     "ChainBroken",
     "ChainReport",
     "ChatType",
+    "check_hermes_home",
     "Clock",
     "CommandResult",
     "compact_file",

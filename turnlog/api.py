@@ -61,6 +61,7 @@ from .export import export_lineage, export_session
 from .hermes.exporter import ExportReport, export_home
 from .hermes.routing_map import routing_map
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
+from .hermes.formats import check_home
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound, TurnlogClosed
@@ -997,6 +998,13 @@ def restore(backup: str | os.PathLike[str], db: str | os.PathLike[str], *, force
     restored database as `<db>.key`), else EncryptionKeyMissing and nothing changes."""
     return backups.restore(os.fspath(backup), os.fspath(db), force=force, progress=progress, master_key=master_key,
                            key_file_path=os.fspath(key_file) if key_file is not None else None)
+
+
+def check_hermes_home(hermes_home: str | os.PathLike[str], *, profile: str | None = None, force: bool = False) -> None:
+    """Refuse a Hermes home that `Turnlog.import_hermes` would refuse (InvalidRequest: not a home;
+    HermesHomeError: its state.db unreadable, not Hermes', linked out of the home, or of a schema
+    version not known unless `force`), without reading its sessions or opening any database."""
+    check_home(os.fspath(hermes_home), profile, force=force)
 
 
 # What still answers once closed: close itself, and the key rule's answers (no store involved).

@@ -144,3 +144,17 @@ def test_every_number_option_takes_ascii_digits_only(tmp_path):
             checked.append((names, param.opts[0]))
     assert (("web",), "--port") in checked and len(checked) >= 15, checked
     assert not (tmp_path / "never.db").exists()
+
+
+# -- 5: a failed import-hermes makes no database ----------------------------------------------
+
+def test_an_import_of_what_is_no_hermes_home_makes_no_database(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    db = tmp_path / "new.db"
+    missing = run("--db", str(db), "import-hermes", str(home))
+    assert missing.exit_code == 2 and "no state.db" in missing.stderr, missing.output
+    (home / "state.db").write_bytes(b"not a database at all" * 100)
+    garbage = run("--db", str(db), "import-hermes", str(home))
+    assert garbage.exit_code == 1 and "not a readable SQLite database" in garbage.stderr, garbage.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

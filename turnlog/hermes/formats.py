@@ -127,19 +127,31 @@ def home_of(hermes_home: str | Path, profile: str | None = None) -> Path:
     return home
 
 
-def read_home(hermes_home: str | Path, profile: str | None = None, *, force: bool = False) -> HermesHome:
-    """The home's sessions and files. Refused (HermesHomeError): a state.db (or its WAL) that is a link
-    out of the home, and a schema version this importer does not know unless `force`."""
+def check_home(hermes_home: str | Path, profile: str | None = None, *, force: bool = False) -> None:
+    """Refuse, as read_home would, a home that cannot be imported, without reading its sessions:
+    so that a command can say so before it makes a database to import into."""
     home = home_of(hermes_home, profile)
+    _refuse_links_out(home)
+    db, tables = _open_state_db(home)
+    try:
+        _schema_version(db, tables, home, force)
+    finally:
+        db.close()
+
+
+def _refuse_links_out(home: Path) -> None:
     root = home.resolve()
-    skipped: list[dict[str, str]] = []
     for name in ("state.db", *SIDE_FILES):
         if os.path.lexists(home / name) and not _inside(root, home / name):
             raise HermesHomeError(f"{home / name}: a link to a file outside the home: not read")
-    decoder = cells.Decoder()
+
+
+def _open_state_db(home: Path, decoder: Any = None) -> tuple[sqlite3.Connection, set[str]]:
+    """state.db, read-only, with its tables; HermesHomeError when it is not a Hermes state.db."""
     try:
         db = sqlite3.connect(file_uri(home / "state.db", mode="ro"), uri=True)
-        db.text_factory = decoder  # invalid UTF-8 must not abort the read (see cells.py)
+        if decoder is not None:
+            db.text_factory = decoder  # invalid UTF-8 must not abort the read (see cells.py)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
         raise HermesHomeError(f"{home / 'state.db'}: not a readable SQLite database ({e})") from None
@@ -147,6 +159,18 @@ def read_home(hermes_home: str | Path, profile: str | None = None, *, force: boo
         if needed not in tables:
             db.close()
             raise HermesHomeError(f"{home / 'state.db'}: no {needed} table (is this a Hermes state.db?)")
+    return db, tables
+
+
+def read_home(hermes_home: str | Path, profile: str | None = None, *, force: bool = False) -> HermesHome:
+    """The home's sessions and files. Refused (HermesHomeError): a state.db (or its WAL) that is a link
+    out of the home, and a schema version this importer does not know unless `force`."""
+    home = home_of(hermes_home, profile)
+    root = home.resolve()
+    skipped: list[dict[str, str]] = []
+    _refuse_links_out(home)
+    decoder = cells.Decoder()
+    db, tables = _open_state_db(home, decoder)
     try:
         version = _schema_version(db, tables, home, force)
     except HermesHomeError:
