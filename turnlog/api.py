@@ -62,6 +62,7 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.routing_map import routing_map
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .hermes.formats import check_home
+from .closing import is_closed, mark_closed
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound, TurnlogClosed
@@ -262,7 +263,7 @@ class Turnlog(DeprecatedNames):
         if wrapped is not None:
             wrapped.shutdown_threads()
         # Each public method, and those of its groups, now raises TurnlogClosed (_refuse_after_close).
-        self._closed = self.turns._closed = self.maintenance._closed = True
+        mark_closed(self, self.turns, self.maintenance)
 
     def __enter__(self) -> "Turnlog":
         return self
@@ -1026,7 +1027,7 @@ def _refuse_after_close(cls: type, group: str = "") -> None:
 def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self.__dict__.get("_closed"):
+        if is_closed(self):
             raise TurnlogClosed(f"the Turnlog is closed: {name} needs an open one")
         return method(self, *args, **kwargs)
     return guarded

@@ -43,8 +43,6 @@ class Maintenance:
     Projection `names` are those of `projection_status()` (routes, sessions, timeline, ledger,
     queue, leases, route_history, search, counts); None means all of them."""
 
-    _closed = False  # Turnlog.close sets it: each public method then raises TurnlogClosed (api.py)
-
     def __init__(self, runner: ProjectionRunner, chain: ChainSealer | None, *, read_only: bool,
                  display: str, lock_wait: float | None = None) -> None:
         self._runner = runner

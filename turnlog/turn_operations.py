@@ -33,6 +33,7 @@ from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.rotation import RotationCommands
 from .commands.runner import TurnRunner
+from .closing import is_closed
 from .commands.turn import Turn, reply_obligation
 from .domain.inbox import HUMAN
 from .domain.source import SessionSource, require_str
@@ -69,8 +70,6 @@ _LEASE_REPLACEMENTS = {
 class TurnOperations:
     """The turn lease, fenced transcript writes and deliveries of one Turnlog (`t.turns`)."""
 
-    _closed = False  # Turnlog.close sets it: each public method then raises TurnlogClosed (api.py)
-
     def __init__(self, leases: LeaseCommands, deliveries: DeliveryCommands, rotation: RotationCommands,
                  runner: TurnRunner, compaction: CompactionCommands, command_replies: CommandReplies) -> None:
         self._leases = leases
@@ -86,7 +85,7 @@ class TurnOperations:
             if name.startswith("_"):
                 raise AttributeError(name)
             found = getattr(self._leases, name)
-            if self.__dict__.get("_closed"):  # Turnlog.close marks its groups closed (api.py)
+            if is_closed(self):  # Turnlog.close marks its groups closed (closing.py)
                 raise TurnlogClosed(f"the Turnlog is closed: turns.{name} needs an open one")
             new = _LEASE_REPLACEMENTS.get(name, "the methods of Turnlog.turns (it has no replacement of its own)")
             warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use {new}",

@@ -28,7 +28,7 @@ from test_import_graph import ROOT, edges, module_name, modules
 BASE = {"clock", "config", "gc_pause", "gc_turns", "logs"}
 SERVICES = {"timetravel", "export", "maintenance", "metrics"}
 TOOLS = {"ingest", "bench", "bench_concurrent", "demo", "workload", "search_timing"}
-API = {"api", "turn_operations", "gateway_status", "agent_cache", "memory", "deprecated_names", "data_lifecycle"}
+API = {"api", "turn_operations", "gateway_status", "agent_cache", "memory", "deprecated_names", "data_lifecycle", "closing"}
 PUBLIC = {"turnlog", "api", "aio", "errors"}
 BELOW_FACES = {"domain", "storage", "projections", "commands", "hermes", "errors"} | BASE | SERVICES
 
