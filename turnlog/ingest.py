@@ -197,32 +197,50 @@ def ingest(t: Turnlog, clock: ReplayClock, lines: Iterable[str | bytes], *, gate
     """Apply each line as it comes (a stream is read lazily), reporting and skipping bad ones.
     `origin`: the file the lines come from (see parse_record)."""
     report = IngestReport()
-    try:
-        t.start_gateway(gateway)  # recovers a killed earlier ingest of this name
-    except GatewayStillRunning as e:
-        raise GatewayStillRunning(f"{e} (a concurrent ingest needs a --gateway name of its own)") from None
-    _settle_earlier_runs(t, gateway)
-    t.resume_interrupted(_replayed, _nowhere)  # a killed ingest's turns, with their recorded replies
+    booted = False
     replied: list[Record] = []
     for line_no, line in enumerate(lines, start=1):
         report.lines = line_no
         try:
             record = parse_record(line_no, line, origin=origin)
-            if record is not None:
+        except Exception as e:  # noqa: BLE001 - one record's failure, whatever it is, never ends the run
+            report.errors.append((line_no, _reason(e)))
+            record = None
+        if record is not None:
+            if not booted:
+                # At the first record to apply, not before: a run that applies nothing records
+                # nothing (a failed run on a new database leaves an empty log, which is removed).
+                _boot(t, gateway)
+                booted = True
+            try:
                 if _apply(t, clock, record, report):
                     report.applied += 1
                 else:
                     report.duplicates += 1
                 if record.op == "message" and record.reply is not None:
                     replied.append(record)
-        except Exception as e:  # noqa: BLE001 - one record's failure, whatever it is, never ends the run
-            report.errors.append((line_no, str(e) if isinstance(e, RecordError) else _describe(e)))
+            except Exception as e:  # noqa: BLE001 - as above
+                report.errors.append((line_no, _reason(e)))
         if on_line is not None:
             on_line(report)
     clock.set(SystemClock().now())
-    t.stop_gateway()
+    if booted:
+        t.stop_gateway()
     report.unrecorded = unrecorded_replies(t, replied)
     return report
+
+
+def _reason(e: Exception) -> str:
+    return str(e) if isinstance(e, RecordError) else _describe(e)
+
+
+def _boot(t: Turnlog, gateway: str) -> None:
+    try:
+        t.start_gateway(gateway)  # recovers a killed earlier ingest of this name
+    except GatewayStillRunning as e:
+        raise GatewayStillRunning(f"{e} (a concurrent ingest needs a --gateway name of its own)") from None
+    _settle_earlier_runs(t, gateway)
+    t.resume_interrupted(_replayed, _nowhere)  # a killed ingest's turns, with their recorded replies
 
 
 def _settle_earlier_runs(t: Turnlog, gateway: str) -> None:

@@ -56,17 +56,34 @@ def test_ingest_from_stdin_with_every_line_good_exits_zero(tmp_path):
 
 
 def test_a_failing_line_leaves_nothing_of_itself_in_the_log(tmp_path):
+    good = line(op="message", source=DM, text="hi", message_id="g1", reply="yo")
+    bad = line(op="message", source=DM, text="hi", at="yesterday", reply="x")
+    (tmp_path / "good.jsonl").write_text(good + "\n")
+    (tmp_path / "both.jsonl").write_text(good + "\n" + bad + "\n")
+
+    alone = CliRunner().invoke(main, ["--db", str(tmp_path / "good.db"), "ingest", str(tmp_path / "good.jsonl")])
+    result = CliRunner().invoke(main, ["--db", str(tmp_path / "both.db"), "ingest", str(tmp_path / "both.jsonl")])
+
+    assert alone.exit_code == 0, alone.output
+    assert result.exit_code == 1
+    assert "line 2: at is not an ISO time" in result.stderr
+
+    def topics(db):
+        return sorted(row[0] for row in sqlite3.connect(tmp_path / db).execute("SELECT topic FROM stored_events"))
+    assert topics("both.db") == topics("good.db")  # the good line's events and the replay's boot, nothing of the bad one
+
+
+def test_an_ingest_that_applies_nothing_records_nothing(tmp_path):
     db = str(tmp_path / "i.db")
+    Turnlog(db).close()
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(line(op="message", source=DM, text="hi", at="yesterday", reply="x") + "\n")
+    bad.write_text(line(op="message", source=DM, text="hi", at="yesterday", reply="x") + "\n\n")
 
     result = CliRunner().invoke(main, ["--db", db, "ingest", str(bad)])
 
-    assert result.exit_code == 1
-    assert "line 1: at is not an ISO time" in result.stderr
-    topics = {row[0] for row in sqlite3.connect(db).execute("SELECT topic FROM stored_events")}
-    assert topics == {"turnlog:GatewayRegistered", "turnlog:GatewayStarted", "turnlog:GatewayStopped",
-                      "turnlog:HeartbeatStarted", "turnlog:HeartbeatEnded"}  # the replay's boot, nothing of the line
+    assert result.exit_code == 1 and "line 1: at is not an ISO time" in result.stderr
+    with Turnlog(db) as t:
+        assert t.maintenance.log_head() == 0  # not even the replay's boot
 
 
 def test_ids_of_the_wrong_type_or_with_control_characters_are_refused_with_their_reason(tmp_path):

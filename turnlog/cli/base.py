@@ -16,7 +16,7 @@ import click
 from .. import DEFAULT_DB, InvalidRequest, Turnlog, TurnlogError
 from .files import write_file
 from .numbers import ascii_numbers
-from .opening import open_engine
+from .opening import discard_if_empty, open_engine
 from .output import cell, echo_json, echo_table, visible
 
 __all__ = ["CommandGroup", "DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
@@ -56,7 +56,17 @@ class TurnlogCommand(click.Command):
         try:
             return super().invoke(ctx)
         except InvalidRequest as e:
+            discard_if_empty(ctx)
             raise click.UsageError(visible(str(e)), ctx) from None
+        except click.exceptions.Exit as e:
+            if e.exit_code != 0:
+                discard_if_empty(ctx)
+            raise
+        except BrokenPipeError:
+            raise  # the reader went away: not the command's failure (TurnlogGroup)
+        except BaseException:
+            discard_if_empty(ctx)  # while the engine is still open: this context closes it
+            raise
 
 
 def command(name: str | None = None, *, writes: bool = False, dry_run_reads: bool = False,

@@ -49,7 +49,7 @@ def import_hermes(ctx: click.Context, hermes_home: str, profile: str | None, dry
     nothing, and an interrupted run resumes where it stopped. A row that cannot be imported
     is skipped and named with its reason; a damaged cell is repaired and named.
     """
-    check_hermes_home(hermes_home, profile=profile, force=force)  # before a database is made to import into
+    check_hermes_home(hermes_home, profile=profile, force=force)  # said before a database is opened, or made
     progress = _Progress(enabled=out.is_table and sys.stderr.isatty())
     try:
         report = engine(ctx).import_hermes(hermes_home, profile=profile, dry_run=dry_run, progress=progress,

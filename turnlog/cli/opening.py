@@ -7,6 +7,9 @@ read-only file or folder) it opens it read-only and reads the read models as of 
 positions, with a one-line note on stderr when they are behind the log. A read writes only to
 catch the read models up, and gives way to another process holding the write lock (a gateway
 mid-turn, a rebuild) after READ_LOCK_WAIT_S: it then reads them as of their positions too.
+
+A write that fails on an SQLite database it created, having recorded no event, removes what the
+open created (discard_if_empty): a mistyped command leaves no empty database behind.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 import click
 
-from .. import StoreError, Turnlog, local_file
+from .. import StoreError, Turnlog, TurnlogClosed, TurnlogError, local_file
 
 READ_LOCK_WAIT_S = 2.0
 
@@ -47,7 +50,10 @@ def refuse_callers_own(db: str, views: str | None) -> None:
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
     refuse_callers_own(db, views)
     if writes(ctx):
-        return Turnlog(db, views=views, **options)
+        created = _files_a_new_database_makes(db, views)
+        t = Turnlog(db, views=views, **options)
+        ctx.find_root().obj["created"] = created
+        return t
     file = local_file(db, views)
     path = file.path
     if getattr(ctx.command, "empty_when_missing", False) and not file.has_log():
@@ -69,3 +75,43 @@ def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) 
             click.echo(f"note: {path} {why}: read models are {behind} events behind the log"
                        " (may be stale)", err=True)
     return t
+
+
+def _files_a_new_database_makes(db: str, views: str | None) -> tuple[str, ...]:
+    """The files of an SQLite log not made yet (and of its --views file) that do not exist yet;
+    none for a log that exists, or that lives on a server."""
+    file = local_file(db, views)
+    if not file.holds_log or os.path.lexists(file.path):
+        return ()
+    candidates = file.files() + (local_file(views).files() if views else ())
+    return tuple(name for name in candidates if not os.path.lexists(name))
+
+
+def discard_if_empty(ctx: click.Context) -> None:
+    """After a failed write: when its open created the database and the log holds no event,
+    close it and remove the files the open created. Anything accepted stays."""
+    obj = ctx.find_root().obj or {}
+    created = obj.pop("created", ())
+    t = obj.get("engine")
+    if not created or t is None:
+        return
+    try:
+        if not _log_is_empty(t, obj["db"], obj["views"]):
+            return
+    except TurnlogError:
+        return  # not knowing what the log holds, keep it
+    t.close()
+    for name in created:
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
+
+
+def _log_is_empty(t: Turnlog, db: str, views: str | None) -> bool:
+    try:
+        return t.maintenance.log_head() == 0
+    except TurnlogClosed:
+        pass  # ctx.exit closes the command's context, and so the engine, before it raises
+    with Turnlog(db, views=views, read_only=True, create=False) as again:
+        return again.maintenance.log_head() == 0

@@ -39,6 +39,7 @@ from typing import Callable, Iterator
 from ..errors import StoreError
 from ..storage.sql import rows_in
 from ..storage.uri import file_uri
+from ..storage.dbfile import REBUILD_LOCK
 from .base import REBUILD_SUFFIX, REBUILDS_TABLE
 from .runner_protocol import CatchingUp
 
@@ -146,7 +147,7 @@ def rebuild_lock(runner: CatchingUp) -> Iterator[bool]:
     if runner.views_path.startswith("file:") or ":memory:" in runner.views_path:
         yield False
         return
-    fd = os.open(runner.views_path + "-rebuild.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(runner.views_path + REBUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -40,6 +40,7 @@ POSITIONS_TABLE = "projection_positions"
 EVENT_COLUMNS = {"originator_id", "originator_version", "topic", "state"}
 POSITION_COLUMNS = {"name", "position"}
 SQLITE_HEADER = b"SQLite format 3\x00"
+REBUILD_LOCK = "-rebuild.lock"  # beside a read-model file: one rebuild at a time (projections/parallel.py)
 
 
 @dataclass(frozen=True)

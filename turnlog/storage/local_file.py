@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass, field
 
 from .backend import Backend, create
+from .dbfile import REBUILD_LOCK
+from .keys import key_file
 from .sqlite_backend import SqliteBackend
 
 
@@ -28,6 +30,13 @@ class LocalFile:
     def has_log(self) -> bool:
         """Whether the log exists yet (an SQLite file not made yet has none)."""
         return self.backend.has_log()
+
+    def files(self) -> tuple[str, ...]:
+        """The files of this database on disk, present or not: the SQLite file, the
+        -journal/-wal/-shm SQLite keeps beside it, the lock of a rebuild of the read models kept
+        in it and the key file of encryption at rest."""
+        return (self.path, self.path + "-journal", self.path + "-wal", self.path + "-shm", self.path + REBUILD_LOCK,
+                key_file(self.path))
 
 
 def local_file(location: str | os.PathLike[str], views: str | None = None) -> LocalFile:
