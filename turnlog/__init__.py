@@ -35,7 +35,7 @@ from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
 from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, EncryptionKeyMissing, GatewayStillRunning, HermesHomeError,
-                     InvalidRequest, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown, SessionBusy,
+                     InvalidRequest, InvalidSetting, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown, SessionBusy,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
 from .export import FORMATS as EXPORT_FORMATS, render as render_export
@@ -102,6 +102,7 @@ __all__ = [
     "HistoryEntry",
     "ImportReport",
     "InvalidRequest",
+    "InvalidSetting",
     "is_shared_multi_user_session",
     "KeySettings",
     "KeySettingsIgnored",

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .domain.batching import TextBatching
 from .domain.delivery import HOLD, MAX_ATTEMPTS, RESEND
-from .domain.env_flags import STORE_FLAGS, env_flag
+from .domain.env_flags import check_environment, env_seconds
 from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S, check_windows
 from .domain.key_settings import KeySettings
-from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies, freshness_window_from_env
+from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies
 from .domain.retention import Retention
 
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
@@ -31,21 +30,6 @@ GC_MODES = (GC_BETWEEN_TURNS, "default")  # turnlog/gc_turns.py
 DEFAULT_LEASE_TIMEOUT_S = 1800.0
 DEFAULT_LEASE_TTL_S = 30.0
 DEFAULT_HEARTBEAT_TTL_S = 60.0
-
-
-def _float_env(name: str, default: float) -> float:
-    """Seconds from the variable `name` (unset or blank: `default`); ValueError naming it when its
-    value is no finite number (a typo never turns into the default unseen)."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds):
-        raise ValueError(f"{name}={raw!r} is not a number of seconds")
-    return seconds
 
 
 def _check_seconds(name: str, value: Any, *, zero_ok: bool) -> None:
@@ -67,13 +51,14 @@ class EngineConfig:
     whatsapp_aliases: str | Mapping[str, Iterable[str]] | None = None
     reset: ResetPolicies = field(default_factory=ResetPolicies)
     freshness_window_s: float = field(
-        default_factory=lambda: freshness_window_from_env(os.environ.get("TURNLOG_AUTO_CONTINUE_FRESHNESS"))
+        default_factory=lambda: env_seconds("TURNLOG_AUTO_CONTINUE_FRESHNESS", DEFAULT_FRESHNESS_WINDOW_S, least="any")
     )
     background_guard: BackgroundGuard | None = None
     lease_timeout_s: float = field(
-        default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT_S)
+        default_factory=lambda: env_seconds("TURNLOG_TURN_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT_S)
     )
-    lease_ttl_s: float = field(default_factory=lambda: _float_env("TURNLOG_TURN_LEASE_TTL", DEFAULT_LEASE_TTL_S))
+    lease_ttl_s: float = field(default_factory=lambda: env_seconds("TURNLOG_TURN_LEASE_TTL", DEFAULT_LEASE_TTL_S,
+                                                                   least="more than 0"))
     # The same text from one sender on one key within this many seconds of its first sighting is a
     # duplicate (docs/behaviour.md §14) on these platforms ("*": all); 0 s or no platform turns that rule off.
     # Hermes applies it in its Weixin adapter only: elsewhere "ok", "ok" are two real messages.
@@ -91,7 +76,7 @@ class EngineConfig:
     erasure_check_s: float = 1.0
     # How long a gateway boot counts as alive after its last heartbeat (renewed every third of it).
     heartbeat_ttl_s: float = field(
-        default_factory=lambda: _float_env("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S))
+        default_factory=lambda: env_seconds("TURNLOG_HEARTBEAT_TTL", DEFAULT_HEARTBEAT_TTL_S, least="more than 0"))
 
     # Pre-turn hygiene (Turnlog.turns.compress): "in_place" compacts the history under the same
     # session id (the originals stay searchable); "rotate" continues in a child session.
@@ -127,8 +112,7 @@ class EngineConfig:
                 if (mine := getattr(self, name)) is not None and mine != theirs]
 
     def __post_init__(self) -> None:
-        for flag in STORE_FLAGS:  # read by the store as it opens: refused here, before a file is made
-            env_flag(flag)
+        check_environment()  # the store's variables, read as it opens: refused here, before a file is made
         check_windows(self.dedup_window_s)
         _check_seconds("lease_ttl_s", self.lease_ttl_s, zero_ok=False)
         _check_seconds("lease_timeout_s", self.lease_timeout_s, zero_ok=True)

@@ -13,6 +13,7 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     ├── NotFound                  no such session or routing key
     ├── InvalidRequest            an argument turnlog cannot accept (also a ValueError)
     │   ├── AmbiguousKey          a key string names several routes
+    │   ├── InvalidSetting        a TURNLOG_* environment variable has a value turnlog does not take
     │   └── TooLarge              a read would do more work than allowed (a diff over its limit)
     ├── ConflictError             an optimistic-concurrency race lost too often
     ├── LeaseTimeout              the turn lease was not obtained in time
@@ -71,6 +72,11 @@ class GatewayStillRunning(TurnlogError):
 
 class SessionOwnedElsewhere(TurnlogError):
     """The session belongs to another routing key (or user): taking it needs an explicit force."""
+
+
+class InvalidSetting(InvalidRequest):
+    """A TURNLOG_* environment variable has a value turnlog does not take: the message names the
+    variable and what it takes. Raised when the variable is read, before a database is opened or made."""
 
 
 class TooLarge(InvalidRequest):

@@ -95,7 +95,7 @@ def test_a_bad_master_key_makes_no_new_database(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNLOG_MASTER_KEY", "not a key")
     result = run("--db", str(tmp_path / "new.db"), "route", "--platform", "telegram", "--chat-id", "42",
                  "--user-id", "42")
-    assert_one_line_error(result, 1, "not base64")
+    assert_one_line_error(result, 2, "TURNLOG_MASTER_KEY (its value not shown) is not base64")
     assert os.listdir(tmp_path) == []
 
 

@@ -9,7 +9,6 @@ from turnlog.domain.policy import (
     ResetPolicies,
     ResetPolicy,
     explicit_reset_notice,
-    freshness_window_from_env,
     reset_notice,
     reset_reason,
     route_decision,
@@ -440,28 +439,6 @@ def test_route_rejects_a_nan_window():
 
 
 # --- freshness window from the environment -----------------------------------------
-
-
-@pytest.mark.parametrize(
-    "raw, expected",
-    [
-        (None, 3600.0),
-        ("", 3600.0),
-        ("soon", 3600.0),
-        ("nan", 3600.0),
-        ("inf", 3600.0),
-        ("120", 120.0),
-        (" 90.5 ", 90.5),
-        ("0", 0.0),
-        ("-5", -5.0),
-    ],
-)
-def test_freshness_window_from_env(raw, expected):
-    assert freshness_window_from_env(raw) == expected
-
-
-def test_freshness_window_from_env_uses_the_given_default():
-    assert freshness_window_from_env("garbage", default=60.0) == 60.0
 
 
 # --- end reasons -------------------------------------------------------------------

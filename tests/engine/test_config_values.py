@@ -43,7 +43,7 @@ def test_the_ttls_must_be_more_than_nothing_a_lease_timeout_may_be_nothing():
 def test_the_command_line_says_which_variable_and_makes_no_database(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNLOG_TURN_LEASE_TTL", "thirty")
     result = run("--db", str(tmp_path / "new.db"), "route", "--platform", "telegram", "--chat-id", "1")
-    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output  # a bad setting: a usage mistake
     assert len(result.stderr.splitlines()) == 1 and "TURNLOG_TURN_LEASE_TTL" in result.stderr
     assert os.listdir(tmp_path) == []
 
@@ -81,7 +81,7 @@ def test_the_json_log_variable_is_refused_when_configure_reads_it(monkeypatch):
 def test_the_command_line_says_which_yes_no_variable_and_makes_no_database(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNLOG_GROUP_COMMIT", "sometimes")
     result = run("--db", str(tmp_path / "new.db"), "route", "--platform", "telegram", "--chat-id", "1")
-    assert result.exit_code == 2 and "Traceback" not in result.output  # InvalidRequest: the CLI's usage error
+    assert result.exit_code == 2 and "Traceback" not in result.output  # InvalidSetting: a usage mistake
     [error] = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert "TURNLOG_GROUP_COMMIT='sometimes'" in error
     assert os.listdir(tmp_path) == []

@@ -9,11 +9,11 @@ import io
 import os
 import sqlite3
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from .. import DEFAULT_DB, InvalidRequest, Turnlog, TurnlogError
+from .. import DEFAULT_DB, InvalidRequest, InvalidSetting, Turnlog, TurnlogError
 from .files import write_file
 from .numbers import ascii_numbers
 from .opening import discard_if_empty, open_engine
@@ -22,6 +22,7 @@ from .output import cell, echo_json, echo_table, visible
 __all__ = ["CommandGroup", "DB_HELP", "TurnlogCommand", "TurnlogGroup", "cell", "command", "echo_json", "echo_table", "engine",
            "main", "visible", "write_output"]
 
+USAGE_ERROR = 2  # click's exit code for a usage mistake
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 DB_HELP = f"Database: an SQLite path or a postgresql:// URL (env TURNLOG_DB; default ./{DEFAULT_DB})."
 
@@ -55,6 +56,9 @@ class TurnlogCommand(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except InvalidSetting as e:
+            discard_if_empty(ctx)
+            bad_setting(ctx, e)
         except InvalidRequest as e:
             discard_if_empty(ctx)
             raise click.UsageError(visible(str(e)), ctx) from None
@@ -67,6 +71,13 @@ class TurnlogCommand(click.Command):
         except BaseException:
             discard_if_empty(ctx)  # while the engine is still open: this context closes it
             raise
+
+
+def bad_setting(ctx: click.Context, error: InvalidSetting) -> NoReturn:
+    """A TURNLOG_* variable's bad value: a usage mistake (exit 2), but of the environment, not of
+    the command line, so one line and no usage block."""
+    click.echo(f"Error: {visible(str(error))}", err=True)
+    ctx.exit(USAGE_ERROR)
 
 
 def command(name: str | None = None, *, writes: bool = False, dry_run_reads: bool = False,
@@ -103,6 +114,8 @@ class TurnlogGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except InvalidSetting as e:
+            bad_setting(ctx, e)
         except InvalidRequest as e:
             raise click.UsageError(visible(str(e)), ctx) from None
         except TurnlogError as e:

@@ -207,21 +207,6 @@ def route_decision(
     return None
 
 
-def freshness_window_from_env(
-    value: str | None, default: float = DEFAULT_FRESHNESS_WINDOW_S
-) -> float:
-    """The resume freshness window in seconds from its environment value; <= 0 disables it."""
-    if value is None:
-        return default
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        return default
-    if not math.isfinite(seconds):
-        return default
-    return seconds
-
-
 def reset_notice(
     reason: str, *, policy: ResetPolicy, platform: str | Enum | None, had_activity: bool
 ) -> str | None:

@@ -13,9 +13,10 @@ TURNLOG_WAL_CHECKPOINT=inline restores SQLite's own checkpoint in the commit.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
+
+from ..domain.env_flags import WAL_CHECKPOINT, env_choice
 
 # The writer's own checkpoint, only if the background one falls this far behind (40 MB).
 WRITER_AUTOCHECKPOINT_PAGES = 10_000
@@ -26,10 +27,7 @@ IDLE_S = 2.0
 
 
 def background_checkpoints() -> bool:
-    mode = os.environ.get("TURNLOG_WAL_CHECKPOINT", "background").lower()
-    if mode not in ("background", "inline"):
-        raise ValueError(f"TURNLOG_WAL_CHECKPOINT={mode!r} is not 'background' or 'inline'")
-    return mode == "background"
+    return env_choice(*WAL_CHECKPOINT) == "background"
 
 
 class WalCheckpointer:

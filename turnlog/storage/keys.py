@@ -32,7 +32,7 @@ from typing import Any, Callable, Union
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..domain.sealing import SCHEME, fingerprint, subject_hash
-from ..errors import EncryptionKeyMissing, InvalidRequest, StoreError
+from ..errors import EncryptionKeyMissing, InvalidRequest, InvalidSetting, StoreError, TurnlogError
 
 MasterKey = Union[bytes, Callable[[], bytes], None]
 ENV_KEY = "TURNLOG_MASTER_KEY"
@@ -52,10 +52,18 @@ def decode_key(text: str | bytes, where: str) -> bytes:
     try:
         key = base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise EncryptionKeyMissing(f"the master key in {where} is not base64") from None
+        raise _bad_key(where, "is not base64") from None
     if len(key) != KEY_BYTES:
-        raise EncryptionKeyMissing(f"the master key in {where} is {len(key)} bytes, not {KEY_BYTES}")
+        raise _bad_key(where, f"is {len(key)} bytes, not {KEY_BYTES}")
     return key
+
+
+def _bad_key(where: str, what: str) -> TurnlogError:
+    """A bad TURNLOG_MASTER_KEY is a bad setting, said as every TURNLOG_* one is, but without its
+    value (a secret); a bad key file is a key missing."""
+    if where == ENV_KEY:
+        return InvalidSetting(f"{ENV_KEY} (its value not shown) {what}: give the {KEY_BYTES}-byte master key in base64")
+    return EncryptionKeyMissing(f"the master key in {where} {what}")
 
 
 def encode_key(key: bytes) -> str:

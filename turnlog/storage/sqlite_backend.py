@@ -15,6 +15,7 @@ from pathlib import Path
 from eventsourcing.application import Application
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
+from ..domain.env_flags import SQLITE_LOCK_TIMEOUT, env_whole_seconds
 from ..errors import StoreError
 from . import dbfile
 from .log import LogAccess
@@ -38,7 +39,7 @@ class SqliteBackend:
         env = {
             "PERSISTENCE_MODULE": SQLITE_FACTORY,
             "SQLITE_DBNAME": path,
-            "SQLITE_LOCK_TIMEOUT": os.environ.get("TURNLOG_SQLITE_LOCK_TIMEOUT", "30"),
+            "SQLITE_LOCK_TIMEOUT": str(env_whole_seconds(*SQLITE_LOCK_TIMEOUT)),
             "TRANSCODER_TOPIC": TRANSCODER,
             "COMPRESSOR_TOPIC": COMPRESSOR,
             "MAPPER_TOPIC": MAPPER,

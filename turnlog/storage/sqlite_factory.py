@@ -7,21 +7,15 @@ per-save cost drops by more than half. TURNLOG_SQLITE_SYNCHRONOUS=FULL restores 
 
 from __future__ import annotations
 
-import os
 
 from eventsourcing.persistence import ApplicationRecorder
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
+from ..domain.env_flags import SQLITE_SYNCHRONOUS, env_choice
 from .recorder import SealingRecorder
 
-_SYNC_MODES = {"OFF", "NORMAL", "FULL", "EXTRA"}
-
-
 def synchronous_mode() -> str:
-    mode = os.environ.get("TURNLOG_SQLITE_SYNCHRONOUS", "NORMAL").upper()
-    if mode not in _SYNC_MODES:
-        raise ValueError(f"TURNLOG_SQLITE_SYNCHRONOUS={mode!r} is not one of {sorted(_SYNC_MODES)}")
-    return mode
+    return env_choice(*SQLITE_SYNCHRONOUS)
 
 
 class _Pool(SQLiteConnectionPool):
