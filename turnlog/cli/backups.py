@@ -90,9 +90,12 @@ def restore(ctx: click.Context, backup_path: str, force: bool, key_file: str | N
               help="The read-model SQLite file for a PostgreSQL target (required with --to postgresql://...).")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="Events per write transaction on the target (default 2000).")
+@click.option("--progress-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="A progress line on stderr every N events copied (0: none; a terminal shows a bar).")
 @output_options
 @click.pass_context
-def copy(ctx: click.Context, to: str, to_views: str | None, batch: int | None, out: Output) -> None:
+def copy(ctx: click.Context, to: str, to_views: str | None, batch: int | None, progress_every: int,
+         out: Output) -> None:
     """Copy the whole log of --db, in order, with its positions and hash chain, to another store.
 
     Then compare the two logs event by event, verify the target's chain and rebuild its read
@@ -100,8 +103,19 @@ def copy(ctx: click.Context, to: str, to_views: str | None, batch: int | None, o
     gateways first; events written meanwhile are left for the next run.
     """
     t = engine(ctx)
-    with progress_bar("copying events", out) as progress:
-        report = t.copy_to(to, views=to_views, batch=batch, progress=progress)
+    copied = 0
+    with progress_bar("copying events", out) as bar:
+        def progress(done: int, total: int) -> None:
+            nonlocal copied
+            before, copied = copied, done  # each batch is committed before it is counted
+            bar(done, total)
+            if progress_every and (done // progress_every > before // progress_every or done == total):
+                click.echo(f"copy: {done} of {total} events copied", err=True)
+        try:
+            report = t.copy_to(to, views=to_views, batch=batch, progress=progress)
+        except KeyboardInterrupt:
+            # What is copied stays: the next run goes on from the target's head.
+            raise KeyboardInterrupt(f"{copied} events copied; run the same command again to resume") from None
     data: dict[str, Any] = report.to_dict()
 
     def text() -> None:

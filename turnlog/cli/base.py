@@ -124,9 +124,10 @@ class TurnlogGroup(click.Group):
         except BrokenPipeError:
             _quiet_broken_pipe()
             ctx.exit(0)
-        except KeyboardInterrupt:
-            # A write commits whole or not at all, so what is left is what had committed.
-            click.echo("turnlog: interrupted", err=True)
+        except KeyboardInterrupt as e:
+            # A write commits whole or not at all, so what is left is what had committed. A
+            # command may say what that is, and how to go on, as the interrupt's message.
+            click.echo(f"turnlog: interrupted: {e}" if str(e) else "turnlog: interrupted", err=True)
             ctx.exit(INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise

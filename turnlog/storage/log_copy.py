@@ -176,7 +176,8 @@ class _SqliteWriter(_Writer):
             c.execute("INSERT OR IGNORE INTO chain_meta (id, sealed_from) VALUES (1, 1)")
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:  # not when an interrupt came just after the COMMIT
+                c.execute("ROLLBACK")
             raise
 
     def close(self) -> None:
