@@ -3,8 +3,10 @@ routing index, so a user can go back.
 
 Imported sessions are written back from their import record (the Hermes row, its usage and each
 message's own fields) updated by what happened since in turnlog (new messages, an end, flags);
-sessions born in turnlog get rows built from their events. The files are written under temporary
-names and renamed at the end: an export that fails leaves no half-written home. As `export -o`:
+sessions born in turnlog get rows built from their events. A new home is built in a hidden folder
+beside it and renamed into place whole; into an existing one, the files are written under
+temporary names and renamed at the end, and put back as they were if that fails: an export that
+fails or is interrupted leaves the whole home or nothing new. As `export -o`:
 no file is written through a symbolic link (temporary files are created exclusively, under random
 names, beside their destination), and an existing home is replaced only with `force`.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,25 +84,44 @@ def export_home(out_home: str, *, views: "Views", routing_map: Callable[[], dict
     for relative in files:
         if os.path.lexists(home / relative) and not force:
             raise InvalidRequest(f"{home / relative} exists: give --force to overwrite it")
+    # A new home is built in a hidden folder beside it and renamed into place whole; into an
+    # existing one, each file is renamed into place, and all of them are put back on a failure.
+    # Either way an export that fails, or is interrupted, leaves nothing new behind.
+    fresh = not os.path.lexists(home)
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        for relative in sorted({str(Path(r).parent) for r in files} - {"."}):
-            _make_dirs(home, relative)
-        report.home = str(home.resolve())
-        scope = str((home / "sessions").resolve())
-        written: list[tuple[str, Path]] = []
+        if fresh:
+            home.parent.mkdir(parents=True, exist_ok=True)
+        build = _temp_dir_beside(home) if fresh else home
+        made: list[Path] = []
         try:
-            for relative, text in files.items():
-                written.append((_write_temp(home / relative, text.encode("utf-8")), home / relative))
-            tmp_db = _write_temp(home / "state.db", b"")
-            written.append((tmp_db, home / "state.db"))  # last: a home is a home once it has its state.db
-            _write_db(views, clock, tmp_db, sessions, records, homes, routing, scope, report)
-            for temp, final in written:
-                _move_into_place(temp, final, force)
-        finally:
-            for temp, _ in written:
-                if os.path.lexists(temp):
-                    os.unlink(temp)
+            for relative in sorted({str(Path(r).parent) for r in files} - {"."}):
+                _make_dirs(build, relative, made)
+            report.home = str(home.resolve())
+            scope = str((home / "sessions").resolve())
+            written: list[tuple[str, Path]] = []
+            try:
+                for relative, text in files.items():
+                    written.append((_write_temp(build / relative, text.encode("utf-8")), build / relative))
+                tmp_db = _write_temp(build / "state.db", b"")
+                written.append((tmp_db, build / "state.db"))  # last: a home is a home once it has its state.db
+                try:
+                    _write_db(views, clock, tmp_db, sessions, records, homes, routing, scope, report)
+                except sqlite3.Error as e:
+                    raise HermesExportError(f"cannot write {home / 'state.db'}: {e}") from None
+                _move_all_into_place(written, force)
+            finally:
+                for temp, _ in written:
+                    if os.path.lexists(temp):
+                        os.unlink(temp)
+            if fresh:
+                os.rename(build, home)  # fails if a home was made there meanwhile (but for an empty folder)
+        except BaseException:
+            if fresh:
+                shutil.rmtree(build, ignore_errors=True)
+            else:
+                for path in reversed(made):
+                    _remove_empty_dir(path)
+            raise
     except FileExistsError as e:
         raise InvalidRequest(f"{e.filename} exists: give --force to overwrite it") from None
     except OSError as e:
@@ -122,15 +144,34 @@ def _check_links(home: Path, relative: str) -> None:
             raise InvalidRequest(f"{path} is a symbolic link: not followed; give the real path")
 
 
-def _make_dirs(home: Path, relative: str) -> None:
+def _make_dirs(home: Path, relative: str, made: list[Path]) -> None:
     path = home
     for part in Path(relative).parts:
         path = path / part
         try:
             os.mkdir(path, 0o755)
+            made.append(path)
         except FileExistsError:
             if path.is_symlink() or not path.is_dir():  # made meanwhile: never write through it
                 raise InvalidRequest(f"{path} is not a plain directory: not followed") from None
+
+
+def _remove_empty_dir(path: Path) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass  # something else is in it now: not ours to remove
+
+
+def _temp_dir_beside(home: Path) -> Path:
+    for _ in range(16):
+        temp = home.with_name(f".{home.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            os.mkdir(temp, 0o755)
+        except FileExistsError:
+            continue
+        return temp
+    raise HermesExportError(f"cannot create a temporary folder beside {home}")
 
 
 def _write_temp(final: Path, data: bytes) -> str:
@@ -146,6 +187,40 @@ def _write_temp(final: Path, data: bytes) -> str:
             f.write(data)
         return str(temp)
     raise HermesExportError(f"cannot create a temporary file beside {final}")
+
+
+def _move_all_into_place(written: list[tuple[str, Path]], force: bool) -> None:
+    """Each temporary file renamed to its name; on a failure (or an interrupt) midway, the files
+    moved so far are taken back out and the ones they replaced put back."""
+    moved: list[tuple[str, Path, str | None]] = []  # each move begun, and where the file it replaces waits
+    try:
+        for temp, final in written:
+            kept = None
+            if force and os.path.lexists(final):
+                kept = str(final.with_name(f".{final.name}.{secrets.token_hex(8)}.old"))
+                os.link(final, kept, follow_symlinks=False)  # the old file, kept until all are in place
+            moved.append((temp, final, kept))
+            _move_into_place(temp, final, force)
+    except BaseException:
+        for temp, final, kept in reversed(moved):
+            if _is_in_place(temp, final):
+                if kept is not None:
+                    os.replace(kept, final)
+                else:
+                    os.unlink(final)
+            elif kept is not None:
+                os.unlink(kept)
+        raise
+    for _, _, kept in moved:
+        if kept is not None:
+            os.unlink(kept)
+
+
+def _is_in_place(temp: str, final: Path) -> bool:
+    """Whether the move of `temp` to `final` happened (a rename, or a link not yet followed by the unlink)."""
+    if not os.path.lexists(temp):
+        return True
+    return os.path.lexists(final) and os.path.samestat(os.lstat(temp), os.lstat(final))
 
 
 def _move_into_place(temp: str, final: Path, force: bool) -> None:
