@@ -64,7 +64,7 @@ def test_copy_to_an_sqlite_file_reports_and_verifies(live, tmp_path):
     (["restore", "{tmp}/missing.db", "--db", "{tmp}/x.db"], 1, "no backup file"),
     (["restore", "{live}", "--db", "{live}"], 1, "give --force"),
     (["--db", "{live}", "backup", "{live}"], 1, "exists"),
-    (["--db", "{live}", "backup", "{tmp}/no/such/folder/b.db"], 1, "does not exist"),
+    (["--db", "{live}", "backup", "{tmp}/no/such/folder/b.db"], 1, "no such folder"),
     (["--db", "{live}", "copy"], 2, "--to"),
     (["--db", "{live}", "copy", "--to", "postgresql://localhost/x"], 2, "--to-views"),
     (["--db", "{live}", "copy", "--to", "postgresql://nobody@127.0.0.1:1/x", "--to-views", "{tmp}/v.db"], 1,

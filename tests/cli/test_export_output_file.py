@@ -65,7 +65,7 @@ def test_a_symbolic_link_is_never_followed(db, tmp_path, name):
 @pytest.mark.parametrize("name", COMMANDS)
 def test_a_missing_directory_is_one_line(db, tmp_path, name):
     missing = tmp_path / "no" / "such" / "dir" / "out.json"
-    one_line_error(run("--db", db, *COMMANDS[name], "-o", str(missing)), "no such directory")
+    one_line_error(run("--db", db, *COMMANDS[name], "-o", str(missing)), "no such folder")
     assert not (tmp_path / "no").exists()
 
 

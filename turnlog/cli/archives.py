@@ -7,6 +7,7 @@ import click
 from .. import compact_file as compact_database_file
 from .backups import progress_bar
 from .base import command, engine
+from .files import require_folder
 from .output import Output, output_options
 
 
@@ -30,6 +31,7 @@ def archive(ctx: click.Context, out_path: str, older_than: str | None, idle_for:
     still passes; the database file gives the space back (incremental vacuum). Never a session
     that owns a key, holds a lease or owes a delivery. SQLite logs only.
     """
+    require_folder(out_path)
     t = engine(ctx)
     with progress_bar("archiving", out) as progress:
         report = t.archive(out_path, older_than=older_than, idle_for=idle_for, dry_run=dry_run, progress=progress)

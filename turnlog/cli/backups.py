@@ -8,8 +8,9 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from .. import restore as restore_backup
+from .. import StoreError, local_file, restore as restore_backup
 from .base import command, engine
+from .files import require_folder
 from .output import Output, output_options
 
 @contextmanager
@@ -36,6 +37,7 @@ def backup(ctx: click.Context, out_path: str, out: Output) -> None:
     An encrypted database's backup leaves its read models out: they hold the words in clear.
     A PostgreSQL log is backed up with pg_dump (see docs/operations.md).
     """
+    require_folder(out_path)
     t = engine(ctx)
     with progress_bar("backing up", out) as progress:
         report = t.backup(out_path, progress=progress)
@@ -69,6 +71,7 @@ def restore(ctx: click.Context, backup_path: str, force: bool, key_file: str | N
     obj = ctx.find_root().obj
     if not obj["db_given"]:
         raise click.UsageError("name the database to restore to with --db PATH")
+    require_folder(local_file(obj["db"]).path)
     with progress_bar("restoring", out) as progress:
         report = restore_backup(backup_path, obj["db"], force=force, progress=progress, key_file=key_file)
 
@@ -102,6 +105,13 @@ def copy(ctx: click.Context, to: str, to_views: str | None, batch: int | None, p
     models. Run it again after an interruption: it goes on from the target's head. Stop the
     gateways first; events written meanwhile are left for the next run.
     """
+    try:
+        target = local_file(to, to_views).path
+    except StoreError:
+        target = None  # a PostgreSQL target without --to-views: copy_to says so, as a usage mistake
+    for path in (target, to_views):
+        if path:
+            require_folder(path)
     t = engine(ctx)
     copied = 0
     with progress_bar("copying events", out) as bar:

@@ -12,6 +12,7 @@ import click
 import orjson
 
 from .base import cell, command, echo_table, engine, visible, write_output
+from .files import require_folder
 from .output import Output, limit_option, output_options
 from ..bench import GC_BETWEEN_TURNS, GC_MODES
 from .. import AmbiguousKey, SessionOwnedElsewhere, SessionSource, resolve_routing_key
@@ -318,6 +319,8 @@ def bench(sessions: int, turns: int, seed: int, workdir: str | None, concurrency
 
     if store_threads is not None and not concurrency:
         raise click.UsageError("--store-threads applies to the concurrent workload: give --concurrency too")
+    if workdir is not None:
+        require_folder(workdir)  # the folder itself is made, not the ones on its way
 
     show_bar = sys.stderr.isatty() and out.is_table
     with click.progressbar(length=sessions * turns, label="turns", file=sys.stderr, hidden=not show_bar) as bar:

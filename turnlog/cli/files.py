@@ -2,7 +2,10 @@
 
 The file is written next to its destination and moved into place, so it is never half-written; an
 existing file is replaced only when asked (`--force`); a symbolic link is never followed (its target
-may be anything: `~/.bashrc`, another user's file); a missing directory is one clear line.
+may be anything: `~/.bashrc`, another user's file); a missing folder is one clear line.
+
+Every output a command names (a file, a folder, a database to make) goes into a folder that
+exists: turnlog makes no folders on the way (`require_folder`).
 """
 
 from __future__ import annotations
@@ -13,12 +16,19 @@ import tempfile
 import click
 
 
+def require_folder(path: str) -> None:
+    """The folder `path` is to be written into exists, or one line naming it, exit 1 (as a missing
+    --db is: the command line is well formed, the file system says no), before anything is made."""
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not os.path.isdir(folder):
+        raise click.ClickException(f"cannot write {path}: no such folder: {folder}")
+
+
 def write_file(path: str, text: str, *, force: bool = False) -> None:
     if os.path.islink(path):
         raise click.ClickException(f"{path} is a symbolic link: not followed; give the real path")
+    require_folder(path)
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise click.ClickException(f"no such directory: {directory}")
     if os.path.lexists(path) and not force:
         raise click.ClickException(f"{path} exists: give --force to overwrite it")
     fd, temp = tempfile.mkstemp(dir=directory, prefix=".turnlog-", suffix=".tmp")
@@ -41,4 +51,4 @@ def write_file(path: str, text: str, *, force: bool = False) -> None:
             os.unlink(temp)
 
 
-__all__ = ["write_file"]
+__all__ = ["require_folder", "write_file"]

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from .base import command, engine
+from .files import require_folder
 from .. import check_hermes_home
 from .output import Output, output_options
 
@@ -94,6 +95,7 @@ def export_hermes(ctx: click.Context, out_home: str, force: bool, out: Output) -
     """Write the log's sessions, transcripts and routing as a Hermes 0.19.0 home (a new directory).
 
     No file is written through a symbolic link; an existing home is replaced only with --force."""
+    require_folder(out_home)
     report = engine(ctx).export_hermes(out_home, force=force)
     out.record(report.to_dict(), lambda: _export_text(report, out), rows=report.skipped)
 

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from .. import StoreError, Turnlog, TurnlogClosed, TurnlogError, local_file
+from .files import require_folder
 
 READ_LOCK_WAIT_S = 2.0
 
@@ -50,6 +51,9 @@ def refuse_callers_own(db: str, views: str | None) -> None:
 def open_engine(ctx: click.Context, db: str, views: str | None, **options: Any) -> Turnlog:
     refuse_callers_own(db, views)
     if writes(ctx):
+        for path in (local_file(db, views).path, views):
+            if path:
+                require_folder(path)  # each, before either is made
         created = _files_a_new_database_makes(db, views)
         t = Turnlog(db, views=views, **options)
         ctx.find_root().obj["created"] = created

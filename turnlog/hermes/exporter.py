@@ -89,8 +89,6 @@ def export_home(out_home: str, *, views: "Views", routing_map: Callable[[], dict
     # Either way an export that fails, or is interrupted, leaves nothing new behind.
     fresh = not os.path.lexists(home)
     try:
-        if fresh:
-            home.parent.mkdir(parents=True, exist_ok=True)
         build = _temp_dir_beside(home) if fresh else home
         made: list[Path] = []
         try:
