@@ -27,6 +27,7 @@ ingest` cleans up after a killed one; the next ingest also finishes the killed o
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Iterator
@@ -38,10 +39,11 @@ from .api import Turnlog
 from .clock import ManualClock, SystemClock, parse_aware_time
 from . import SLASH_COMMANDS, parse_command
 from .domain.inbox import InboxItem
-from .domain.source import SessionSource
+from .domain.source import DICT_FIELDS as SOURCE_FIELDS, SessionSource
 from .errors import GatewayStillRunning, TurnlogError
 
 OPS = ("message", "command")
+RECORD_FIELDS = ("op", "source", "text", "message_id", "at", "reply")
 STDIN = "<stdin>"  # the origin of lines that come from no named file
 DEFAULT_GATEWAY = "ingest"
 # What a turn records when the item it runs has no recorded reply: the agent "chose" silence.
@@ -89,6 +91,8 @@ def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Rec
             line = line.decode("utf-8")
         except UnicodeDecodeError as e:
             raise RecordError(f"invalid UTF-8 at byte {e.start}") from None
+    if line_no == 1:
+        line = line.removeprefix(BOM)
     if not line.strip():
         return None
     try:
@@ -97,12 +101,17 @@ def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Rec
         raise RecordError(f"not JSON ({e})") from None
     if not isinstance(data, dict):
         raise RecordError("a record must be a JSON object")
+    # A field given twice has no one meaning (parsers differ on which wins): orjson keeps the
+    # last, so a second, slower parse looks for repeats; a line costs a turn, this a few µs.
+    json.loads(line, object_pairs_hook=_without_repeats)
+    _refuse_unknown(data, RECORD_FIELDS, "")
     op = data.get("op")
     if op not in OPS:
         raise RecordError(f"op must be one of {', '.join(OPS)}, got {_quote(op)}")
     raw_source = data.get("source")
     if not isinstance(raw_source, dict):
         raise RecordError("source must be an object")
+    _refuse_unknown(raw_source, SOURCE_FIELDS, "source ")
     _check_source_types(raw_source)
     try:
         source = SessionSource.from_dict(raw_source)
@@ -132,6 +141,27 @@ def parse_record(line_no: int, line: str | bytes, *, origin: str = STDIN) -> Rec
     elif not source.message_id:
         source.message_id = line_id(origin, line_no, op, raw_source, text, data.get("at"))
     return Record(line_no, op, source, text, at, reply)
+
+
+# Editors on Windows start a UTF-8 file with one; RFC 8259 lets a reader ignore it.
+BOM = "\ufeff"
+
+
+def _without_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            raise RecordError(f"field {_quote(name)} is given twice")
+        seen.add(name)
+    return dict(pairs)
+
+
+def _refuse_unknown(data: dict[str, Any], known: Iterable[str], where: str) -> None:
+    """A misspelt field ("rpely") would otherwise be dropped in silence, and its record applied
+    as something else (a message left queued instead of answered)."""
+    unknown = sorted(set(data).difference(known))
+    if unknown:
+        raise RecordError(f"unknown {where}field {_quote(unknown[0])} (known: {', '.join(sorted(known))})")
 
 
 # The text fields of a source (ids and names); a flag such as auto_thread_created is read as a truth value.

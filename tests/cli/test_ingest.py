@@ -127,3 +127,56 @@ def test_a_source_without_a_platform_or_chat_id_names_the_field_it_lacks(tmp_pat
         "line 1: bad source: it has no chat_id",
         "line 2: bad source: it has no platform",
     ]
+
+
+def test_a_misspelt_or_unknown_field_is_refused_naming_it_not_dropped_in_silence(tmp_path):
+    db = str(tmp_path / "i.db")
+    traffic = tmp_path / "traffic.jsonl"
+    traffic.write_text("\n".join([
+        line(op="message", source=DM, text="hi", message_id="a1", rpely="hello!"),
+        line(op="message", source={**DM, "chatid": "2"}, text="hi", message_id="a2", reply="yo"),
+        line(op="message", source={**DM, "role_authorized": True}, text="hi", message_id="a3", reply="yo"),
+        line(op="message", source=DM, text="fine", message_id="a4", reply="yo"),
+    ]) + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(traffic), "--json"])
+
+    assert result.exit_code == 1
+    errors = [e["error"] for e in json.loads(result.stdout)["errors"]]
+    assert errors[0].startswith("unknown field 'rpely' (known: at, message_id, op, reply, source, text)")
+    assert errors[1].startswith("unknown source field 'chatid' (known: account_id, auto_thread_created,")
+    assert errors[2].startswith("unknown source field 'role_authorized'")  # a trust flag is never read from input
+    assert len(errors) == 3
+    with Turnlog(db) as t:
+        assert [m["content"] for s in t.sessions() for m in t.transcript(s.session_id)] == ["fine", "yo"]
+        assert t.queue("agent:main:telegram:dm:1") == []  # the misspelt reply's message was not queued either
+
+
+def test_a_field_given_twice_is_refused_naming_it(tmp_path):
+    db = str(tmp_path / "i.db")
+    source = json.dumps(DM)[:-1] + ', "chat_id": "2"}'
+    traffic = tmp_path / "traffic.jsonl"
+    traffic.write_text("\n".join([
+        '{"op": "message", "op": "command", "source": %s, "text": "/new"}' % json.dumps(DM),
+        '{"op": "message", "source": %s, "text": "hi", "reply": "yo"}' % source,
+    ]) + "\n")
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(traffic)])
+
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == ["line 1: field 'op' is given twice", "line 2: field 'chat_id' is given twice"]
+    with Turnlog(db) as t:
+        assert t.sessions() == []
+
+
+def test_a_byte_order_mark_at_the_start_of_the_file_is_ignored(tmp_path):
+    db = str(tmp_path / "i.db")
+    traffic = tmp_path / "traffic.jsonl"
+    record = line(op="message", source=DM, text="hi", message_id="a1", reply="yo")
+    traffic.write_bytes(("\ufeff" + record + "\r\n" + "\ufeff" + record.replace("a1", "a2") + "\r\n").encode())
+
+    result = CliRunner().invoke(main, ["--db", db, "ingest", str(traffic), "--json"])
+
+    report = json.loads(result.stdout)
+    assert report["applied"] == 1
+    assert [(e["line"], e["error"][:9]) for e in report["errors"]] == [(2, "not JSON ")]  # only the file's start

@@ -252,7 +252,8 @@ def ingest_command(ctx: click.Context, file: Any, gateway: str, progress_every: 
               stays queued (and is answered by the next turn on its key)
 
     Lines are applied as they arrive (a pipe or FIFO streams). A bad line is reported with its
-    number and skipped; the rest is applied. Re-running a file (or an overlapping one after a
+    number and skipped; the rest is applied. A field outside these (a misspelt "rpely"), or
+    given twice, makes its line bad. Re-running a file (or an overlapping one after a
     kill) duplicates nothing: each message is accepted once per routing key by its message_id.
     A refused repeat is counted as a duplicate, not as applied.
     The replay boots as a gateway, so a killed one is recovered by the next ingest or by

@@ -178,6 +178,10 @@ _ALWAYS_FIELDS = ("chat_id", "chat_name", "chat_type", "user_id", "user_name", "
 _OPTIONAL_BEFORE_SCOPE = ("user_id_alt", "chat_id_alt")
 _OPTIONAL_AFTER_SCOPE = ("parent_chat_id", "message_id", "profile")
 _OPTIONAL_TAIL = ("auto_thread_initial_name", "prospective_thread_id", "account_id")
+# Every name from_dict reads; the trust flags (role_authorized, delivered_via_upstream_relay) are
+# never read from outside.
+DICT_FIELDS = frozenset(("platform", "scope_id", "guild_id", "auto_thread_created", *_ALWAYS_FIELDS,
+                         *_OPTIONAL_BEFORE_SCOPE, *_OPTIONAL_AFTER_SCOPE, *_OPTIONAL_TAIL))
 _DESCRIPTION_PREFIX = {ChatType.GROUP.value: "group: ", ChatType.CHANNEL.value: "channel: "}
 
 
