@@ -13,20 +13,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .. import TurnlogError
 from .checks import Checks, Job
 from .snapshot import Snapshot
-from .store import Copy, open_read_only, remove_stale_copies
+from .store import Busy, Copy, open_read_only, remove_stale_copies
 
 __all__ = ["Busy", "Job", "MAX_DIFF_EVENTS", "Result", "Snapshot", "Viewer"]
 
 # A second or two of one core (a 5,000-event diff touching 60 sessions: 1.4 s on a busy machine);
 # a longer stretch of log is read by key (only its events) or in shorter steps.
 MAX_DIFF_EVENTS = 5_000
-
-
-class Busy(TurnlogError):
-    """The viewer cannot take this on now (a reload still draining, too much heavy work running)."""
 
 
 @dataclass
