@@ -3,6 +3,7 @@ pages' access rules (token, loopback Host names, cross-site changes refused)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 import pytest
@@ -59,3 +60,32 @@ def test_a_cross_site_request_for_metrics_is_refused_like_the_pages(worked):
         for path in ("/reload", "/metrics"):
             r = c.post(path, headers={"origin": EVIL}, follow_redirects=False)
             assert r.status_code == 403 and "cross-site request refused" in r.text
+
+
+def test_a_scrape_after_the_file_is_removed_says_so(worked):
+    db, t = worked
+    with TestClient(create_app(db, allowed_hosts=LOOPBACK_HOSTS), base_url=BASE) as c:
+        assert c.get("/metrics").status_code == 200  # the file is open now
+        os.remove(db)
+        r = c.get("/metrics")
+        assert r.status_code == 404 and f"the database file {db} was removed" in r.text, r.text[:300]
+        assert c.get("/metrics", headers={"Accept": "application/json"}).status_code == 404
+
+
+def test_a_scrape_after_the_file_is_replaced_shows_the_new_file(worked, tmp_path):
+    db, t = worked
+    other = str(tmp_path / "other.db")
+    with Turnlog(other) as t2:
+        t2.start_gateway("main")
+        t2.handle_message(alice("x1"), "only this", echo, lambda text: None)
+        holds = logged(t2)
+    held_before = logged(t)  # reading the ledger catches the read models up, which the scrape reads
+    assert holds != held_before
+    t.close()  # a database is replaced when no gateway has it open (`turnlog restore` refuses otherwise)
+    with TestClient(create_app(db, allowed_hosts=LOOPBACK_HOSTS), base_url=BASE) as c:
+        assert scraped(c.get("/metrics").text) == held_before
+        os.replace(other + ".key", db + ".key")
+        os.replace(other, db)  # what a restore does: a rename over the path
+        r = c.get("/metrics")
+        assert r.status_code == 200, r.text[:300]
+        assert scraped(r.text) == holds
