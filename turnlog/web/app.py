@@ -10,6 +10,7 @@ from typing import Any, Callable, MutableMapping
 
 import orjson
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -37,7 +38,30 @@ class _Json(JSONResponse):
 
 
 def _wants_json(request: Request) -> bool:
-    return request.query_params.get("format") == "json"
+    """The one rule for every answer, errors included: JSON when asked by `?format=json`, or by an
+    Accept header that rates application/json above text/html (a browser names text/html; a bare
+    `*/*` gets HTML)."""
+    if request.query_params.get("format") == "json":
+        return True
+    rated = _accept(request.headers.get("accept", ""))
+    return rated.get("application/json", 0.0) > rated.get("text/html", 0.0)
+
+
+def _accept(header: str) -> dict[str, float]:
+    """The media types an Accept header names, with their quality (1 when not given)."""
+    rated: dict[str, float] = {}
+    for item in header.split(",")[:50]:  # a header of thousands of items is not worth reading whole
+        kind, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        rated[kind.lower()] = max(rated.get(kind.lower(), 0.0), q)
+    return rated
 
 
 def _params(request: Request) -> dict[str, str]:
@@ -53,7 +77,8 @@ def _error(request: Request, status: int, message: str) -> Response:
         message = f"{message[:MAX_MESSAGE]}… (cut from {len(message)} characters)"
     if _wants_json(request):
         return _Json({"error": message, "status": status}, status_code=status)
-    title = {400: "Bad request", 404: "Not found", 413: "Too large", 503: "Busy"}.get(status, "Error")
+    title = {400: "Bad request", 404: "Not found", 405: "Method not allowed", 413: "Too large",
+             503: "Busy"}.get(status, "Error")
     return HTMLResponse(page(title, tag("p", message, class_="error"), path=request.url.path), status_code=status)
 
 
@@ -217,6 +242,15 @@ def create_app(path: str | None = None, *, viewer: Viewer | None = None, token: 
         live.close()
         v.close()
 
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # No such route, or a method the route does not take: answered like the pages' own errors.
+        assert isinstance(exc, HTTPException)
+        detail = "no such page" if exc.status_code == 404 else str(exc.detail)
+        response = _error(request, exc.status_code, f"{detail}: {request.method} {request.url.path}")
+        response.headers.update(exc.headers or {})
+        return response
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                    exception_handlers={HTTPException: http_error})
     app.state.viewer = v
     return app

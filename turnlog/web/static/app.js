@@ -18,7 +18,7 @@
   const output = document.getElementById("check-output");
   const progress = document.getElementById("check-progress");
   function poll(id) {
-    fetch("/integrity/checks/" + encodeURIComponent(id))
+    fetch("/integrity/checks/" + encodeURIComponent(id), { headers: { Accept: "application/json" } })
       .then(function (r) { return r.json(); })
       .then(function (job) {
         progress.hidden = false;
@@ -35,7 +35,7 @@
   document.querySelectorAll("button.run-check").forEach(function (button) {
     button.addEventListener("click", function () {
       output.textContent = "starting " + button.dataset.check + "…";
-      fetch("/integrity/run?check=" + encodeURIComponent(button.dataset.check), { method: "POST" })
+      fetch("/integrity/run?check=" + encodeURIComponent(button.dataset.check), { method: "POST", headers: { Accept: "application/json" } })
         .then(function (r) { return r.json(); })
         .then(function (job) { poll(job.id); });
     });
