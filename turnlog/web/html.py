@@ -1,18 +1,32 @@
 """Building HTML safely: every piece of data passes through `text()`, which escapes markup and
-shows control and bidi-override characters as visible escapes instead of letting them act.
-Attribute values go through `attribute()`: markup cannot live inside an attribute, so there the
-visible escape is plain text (`\\x01`), and a path segment in a link is percent-encoded."""
+shows control and format characters as visible escapes instead of letting them act.
+Attribute values (and the page's <title>) go through `attribute()`: markup cannot live there, so
+there the visible escape is plain text (`\\x01`), and a path segment in a link is percent-encoded.
+
+Format characters (Unicode category Cf) are invisible and act on the text around them: bidi
+overrides and isolates reorder it, zero-width spaces, joiners and marks, the BOM and the tag
+characters hide in it, so a title or key could read as another (Trojan Source). All of them are
+shown escaped, but one: a zero-width joiner between two emoji, which only joins them into one
+(👨‍👩‍👧); the tag characters of the flag sequences of England, Scotland and Wales are shown
+escaped (they are also a way to hide ASCII), as is the soft hyphen."""
 
 from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any, Iterable, Sequence
 from urllib.parse import quote, urlencode
 
-# C0 (except tab and newline), DEL, C1, and the bidi embedding/override/isolate controls.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_SPAN = '<span class="ctl" title="control character">{}</span>'
+# C0 (except tab and newline), DEL, C1.
+CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f"
+# Every format character (category Cf) of Unicode 14 (a test checks it against unicodedata).
+FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+          "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+          "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+_INVISIBLE = re.compile(f"[{CONTROL}{FORMAT}]")
+_CONTROL_SPAN = '<span class="ctl" title="{}">{}</span>'
+ZWJ = "\u200d"
 
 
 class Markup(str):
@@ -20,12 +34,30 @@ class Markup(str):
 
 
 def _escape_code(match: re.Match[str]) -> str:
+    if _joins_emoji(match):
+        return ZWJ
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _joins_emoji(match: re.Match[str]) -> bool:
+    if match.group() != ZWJ:
+        return False
+    before, after = match.string[match.start() - 1:match.start()], match.string[match.end():match.end() + 1]
+    # An emoji (So), possibly ended by its variation selector or skin tone, then an emoji.
+    return (bool(before) and (unicodedata.category(before) == "So" or before == "\ufe0f"
+                              or "\U0001f3fb" <= before <= "\U0001f3ff")
+            and bool(after) and unicodedata.category(after) == "So")
 
 
 def _visible(match: re.Match[str]) -> str:
-    return _CONTROL_SPAN.format(_escape_code(match))
+    escaped = _escape_code(match)
+    if escaped == ZWJ:
+        return ZWJ
+    char = match.group()
+    what = "control character" if unicodedata.category(char) == "Cc" else \
+        f"format character U+{ord(char):04X} {unicodedata.name(char, '')}".rstrip()
+    return _CONTROL_SPAN.format(what, escaped)
 
 
 def attribute(value: Any) -> str:
@@ -105,7 +137,7 @@ def page(title: str, body: Any, *, path: str, query: str = "", snapshot: str = "
     return Markup(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        f"<title>{text(title)} · turnlog</title>"
+        f"<title>{attribute(title)} · turnlog</title>"
         "<link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\">"
         "<link rel=\"stylesheet\" href=\"/static/style.css\"></head><body>"
         f"<header><strong>turnlog</strong><nav>{nav}</nav>"
