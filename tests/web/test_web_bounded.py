@@ -5,14 +5,12 @@ they run."""
 
 from __future__ import annotations
 
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from starlette.testclient import TestClient
 
-import web_db
 from web_server import WAIT_S, held, serve
 from turnlog import Turnlog
 from turnlog.storage.log import LogReader
@@ -22,15 +20,10 @@ BASE = "http://127.0.0.1"
 HEAVY_AT_ONCE = 2  # turnlog/web/app.py
 
 
-# Not conftest's `db`: the web log (log.db), built with tempfile's folder moved under tmp_path.
+# Not tests/conftest.py's `db`: the web log of tests/web/conftest.py's `viewer_db`.
 @pytest.fixture
-def db(tmp_path, monkeypatch):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    path = str(tmp_path / "log.db")
-    web_db.build(path)
-    return path
+def db(viewer_db):
+    return viewer_db.path
 
 
 def test_a_diff_over_the_limit_is_413_naming_it(db, monkeypatch):

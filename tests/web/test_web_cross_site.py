@@ -3,13 +3,11 @@ check per kind, and a bounded list of checks."""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 
 import pytest
 from starlette.testclient import TestClient
 
-import web_db
 from web_server import WAIT_S, held
 from turnlog.maintenance import Maintenance
 from turnlog.web.app import LOOPBACK_HOSTS, create_app
@@ -20,13 +18,8 @@ EVIL = "http://evil.example"
 
 
 @pytest.fixture
-def client(tmp_path, monkeypatch):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    db = str(tmp_path / "log.db")
-    web_db.build(db)
-    with TestClient(create_app(db, allowed_hosts=LOOPBACK_HOSTS), base_url=BASE) as c:
+def client(viewer_db):
+    with TestClient(create_app(viewer_db.path, allowed_hosts=LOOPBACK_HOSTS), base_url=BASE) as c:
         yield c
 
 

@@ -4,25 +4,19 @@ and the headers every answer carries. Every bad request is a short 4xx, never a 
 from __future__ import annotations
 
 import re
-import tempfile
 from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
 
-import web_db
 from turnlog.web.app import create_app
 
 BASE = "http://127.0.0.1"
 
 
 @pytest.fixture
-def built(tmp_path, monkeypatch):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    path = str(tmp_path / "log.db")
-    return path, web_db.build(path)
+def built(viewer_db):
+    return viewer_db.path, viewer_db.ids
 
 
 @pytest.fixture

@@ -6,14 +6,12 @@ slow request is held open by an event the test controls."""
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
-import web_db
 from web_server import WAIT_S, held, serve
 from turnlog import Turnlog
 from turnlog.maintenance import Maintenance
@@ -25,15 +23,10 @@ def copies(folder: str) -> list[str]:
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    db = str(tmp_path / "log.db")
-    ids = web_db.build(db)
-    with serve(create_app(db, allowed_hosts=LOOPBACK_HOSTS)) as base:
-        yield base, str(tmp), ids
-    assert copies(str(tmp)) == []  # the server's shutdown removed its copy
+def served(viewer_db):
+    with serve(create_app(viewer_db.path, allowed_hosts=LOOPBACK_HOSTS)) as base:
+        yield base, viewer_db.tmp, viewer_db.ids
+    assert copies(viewer_db.tmp) == []  # the server's shutdown removed its copy
 
 
 def test_a_reload_during_a_request_leaves_it_its_snapshot(served, monkeypatch):
