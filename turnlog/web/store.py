@@ -73,7 +73,7 @@ def open_read_only(path: str) -> Copy:
         t = Turnlog(copy, owner="web")
     except sqlite3.Error as e:
         shutil.rmtree(folder, ignore_errors=True)
-        if e.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+        if (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF == sqlite3.SQLITE_BUSY:  # and its extended codes
             raise Busy(f"{source} is being written (its lock was held over {LOCK_WAIT_S:g} s); try again") from None
         raise InvalidRequest(f"cannot read {source}: {e}") from None
     except OSError as e:
