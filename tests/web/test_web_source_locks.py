@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from contextlib import closing, contextmanager
 from typing import Iterator
@@ -84,3 +86,30 @@ def test_a_reload_while_a_wal_database_is_mid_write_reads_the_committed_state(da
             assert sessions(c) == committed
             assert sorted(os.listdir(folder)) == files
     assert sorted(os.listdir(folder)) == ["log.db", "log.db.key"]
+
+
+def test_a_reload_after_a_writer_died_mid_commit_says_so_and_keeps_its_snapshot(data):
+    with closing(sqlite3.connect(data)) as c:
+        assert c.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    folder = os.path.dirname(data)
+    with TestClient(create_app(data), base_url=BASE) as c:
+        committed = sessions(c)
+        # A writer that dies with its changes spilled into the file: the journal beside it is hot.
+        died = subprocess.run([sys.executable, "-c", DIES_MID_COMMIT, data], capture_output=True, text=True)
+        assert died.returncode == 0, died.stderr
+        files = sorted(os.listdir(folder))
+        assert "log.db-journal" in files
+        r = c.post("/reload", follow_redirects=False)
+        assert r.status_code == 400 and "a writer stopped mid-commit" in r.text, r.text[:300]
+        assert sessions(c) == committed
+        assert sorted(os.listdir(folder)) == files
+
+
+DIES_MID_COMMIT = """
+import os, sqlite3, sys
+w = sqlite3.connect(sys.argv[1], isolation_level=None)
+w.execute("PRAGMA cache_size=2")
+w.execute("BEGIN IMMEDIATE")
+w.execute("UPDATE stored_events SET state = zeroblob(length(state))")
+os._exit(0)
+"""

@@ -73,8 +73,13 @@ def open_read_only(path: str) -> Copy:
         t = Turnlog(copy, owner="web")
     except sqlite3.Error as e:
         shutil.rmtree(folder, ignore_errors=True)
-        if (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF == sqlite3.SQLITE_BUSY:  # and its extended codes
+        code = getattr(e, "sqlite_errorcode", None) or 0
+        if code & 0xFF == sqlite3.SQLITE_BUSY:  # and its extended codes
             raise Busy(f"{source} is being written (its lock was held over {LOCK_WAIT_S:g} s); try again") from None
+        if code == sqlite3.SQLITE_READONLY_ROLLBACK:  # a reader may not roll a hot journal back
+            raise InvalidRequest(f"cannot read {source}: a writer stopped mid-commit and left its journal; the next"
+                                 " open that may write (a gateway, any turnlog command that writes) rolls it back")\
+                from None
         raise InvalidRequest(f"cannot read {source}: {e}") from None
     except OSError as e:
         shutil.rmtree(folder, ignore_errors=True)
