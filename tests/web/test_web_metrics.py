@@ -89,3 +89,12 @@ def test_a_scrape_after_the_file_is_replaced_shows_the_new_file(worked, tmp_path
         r = c.get("/metrics")
         assert r.status_code == 200, r.text[:300]
         assert scraped(r.text) == holds
+
+
+def test_a_scrape_of_a_database_named_by_url_finds_its_file(worked):
+    db, t = worked
+    holds = logged(t)
+    with TestClient(create_app("sqlite://" + db), base_url=BASE) as c:
+        r = c.get("/metrics")
+        assert r.status_code == 200, r.text[:300]
+        assert scraped(r.text) == holds

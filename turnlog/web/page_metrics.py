@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Any
 
-from .. import NotFound, Turnlog
+from .. import NotFound, Turnlog, local_file
 
 
 class LiveMetrics:
@@ -30,7 +30,7 @@ class LiveMetrics:
         """The exposition and its content type. InvalidRequest without the metrics extra."""
         with self._lock:
             try:
-                st = os.stat(self.path)
+                st = os.stat(local_file(self.path).path)  # the file of a path or an sqlite:// URL
             except FileNotFoundError:
                 was_open = self._t is not None
                 if was_open:
