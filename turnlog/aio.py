@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
 from .api import CLOSE_WAIT_S, Turnlog
+from .closing import is_closed, refuse_after_close, require_open, tie
 from .commands.awaiting import on_loop
 from .commands.compaction import Compaction
 from .commands.delivery import takes_idempotency_key
@@ -56,6 +57,7 @@ class AsyncTurnlog:
     def __init__(self, turnlog: Turnlog, *, store_threads: int = DEFAULT_STORE_THREADS,
                  threads: int = DEFAULT_THREADS) -> None:
         self.turnlog = turnlog
+        tie(self, turnlog)  # closed with its Turnlog: its calls then raise TurnlogClosed
         # A thread waiting for a send or an async generator's next message gives its slot back.
         self._store = StoreThreads(store_threads, threads)
         self._keys: dict[str, _Key] = {}
@@ -291,8 +293,10 @@ class AsyncTurnlog:
         await self.run(self.turnlog.stop_gateway)
 
     async def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
-        """Turnlog.close: running turns are waited for up to `wait_s` s, then cancelled."""
-        await self.run(self.turnlog.close, wait_s)
+        """Turnlog.close: running turns are waited for up to `wait_s` s, then cancelled. Closing
+        it again is no error."""
+        if not is_closed(self):
+            await self.run(self.turnlog.close, wait_s)
         self.shutdown_threads()
 
     def shutdown_threads(self) -> None:
@@ -318,6 +322,7 @@ async def handle_message(turnlog: "Turnlog | AsyncTurnlog", source: SessionSourc
 def wrap(turnlog: "Turnlog | AsyncTurnlog") -> AsyncTurnlog:
     if isinstance(turnlog, AsyncTurnlog):
         return turnlog
+    require_open(turnlog, "turnlog.aio")  # no store threads started for a Turnlog that is gone
     wrapped = getattr(turnlog, "_aio", None)
     if wrapped is None:
         wrapped = turnlog._aio = AsyncTurnlog(turnlog)  # type: ignore[attr-defined]
@@ -370,3 +375,5 @@ def _cancel_pull(pull: LoopCall, _reason: str) -> None:
 
 
 _Begun = tuple[Turn, list[Any]]  # a turn begun in a store thread, with its agent's history
+
+refuse_after_close(AsyncTurnlog, "AsyncTurnlog", still_open={"close", "shutdown_threads", "handoffs"})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import socket
 import sqlite3
@@ -62,10 +60,10 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.routing_map import routing_map
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .hermes.formats import check_home
-from .closing import is_closed, mark_closed
+from .closing import mark_closed, refuse_after_close, require_open, tie
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
-from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound, TurnlogClosed
+from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound
 from .domain.key_settings import KeySettings
 from .domain.source import quoted, require_str
 from .domain.event_names import unknown_event_names
@@ -262,7 +260,7 @@ class Turnlog(DeprecatedNames):
         wrapped = self.__dict__.get("_aio")
         if wrapped is not None:
             wrapped.shutdown_threads()
-        # Each public method, and those of its groups, now raises TurnlogClosed (_refuse_after_close).
+        # Each public method, and those of its groups, now raises TurnlogClosed (refuse_after_close).
         mark_closed(self, self.turns, self.maintenance)
 
     def __enter__(self) -> "Turnlog":
@@ -625,6 +623,7 @@ class Turnlog(DeprecatedNames):
         return self._registry
 
     def _log_counts(self) -> LogCounts:
+        require_open(self, "a scrape of metrics()")  # the registry outlives the Turnlog
         self.maintenance.catch_up()
         head = self._projections.head()
         head_time = self._views.time_of(head) if head else None
@@ -710,7 +709,9 @@ class Turnlog(DeprecatedNames):
     def at(self, when: str | int) -> AsOf:
         """The gateway as of a log position `#N` (or an int) or an ISO time."""
         self.maintenance.catch_up()
-        return AsOf(self._views, self._app, parse_moment(self._views, when))
+        moment = AsOf(self._views, self._app, parse_moment(self._views, when))
+        tie(moment, self)  # its reads need this Turnlog's store: closed with it
+        return moment
 
     def diff(self, a: str | int, b: str | int, *, key: str | None = None,
              max_events: int | None = None) -> dict[str, Any]:
@@ -1008,31 +1009,11 @@ def check_hermes_home(hermes_home: str | os.PathLike[str], *, profile: str | Non
     check_home(os.fspath(hermes_home), profile, force=force)
 
 
-# What still answers once closed: close itself, and the key rule's answers (no store involved).
-_WITHOUT_THE_STORE = {"close", "routing_key", "route_id"}
+# What still answers once closed: close itself, the key rule's answers and what is kept in memory
+# (no store involved).
+_WITHOUT_THE_STORE = {"close", "routing_key", "route_id", "owner", "read_only", "stale", "key_fingerprint"}
 
-
-def _refuse_after_close(cls: type, group: str = "") -> None:
-    """Every public method of `cls` but those above raises TurnlogClosed once the Turnlog is
-    closed, not the store's own error (sqlite3's "closed database", the pool's empty
-    ConnectionPoolClosedError). Its own methods only: inherited ones call these. `group`: the
-    name a Turnlog's group (`t.turns`, `t.maintenance`) is read under; close() marks it closed too.
-    One dict look-up per call, and handle_message goes through none of the groups."""
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_") or name in _WITHOUT_THE_STORE or not inspect.isfunction(member):
-            continue
-        setattr(cls, name, _open_only(member, f"{group}.{name}" if group else name))
-
-
-def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if is_closed(self):
-            raise TurnlogClosed(f"the Turnlog is closed: {name} needs an open one")
-        return method(self, *args, **kwargs)
-    return guarded
-
-
-_refuse_after_close(Turnlog)
-_refuse_after_close(TurnOperations, "turns")
-_refuse_after_close(Maintenance, "maintenance")
+refuse_after_close(Turnlog, "", still_open=_WITHOUT_THE_STORE)
+refuse_after_close(TurnOperations, "turns")
+refuse_after_close(Maintenance, "maintenance", still_open={"stale"})
+refuse_after_close(AsOf, "AsOf")

@@ -33,11 +33,11 @@ from .commands.delivery import Attempt, DeliveryCommands, Sender
 from .commands.lease import LeaseCommands, LeaseToken, MessageRecord
 from .commands.rotation import RotationCommands
 from .commands.runner import TurnRunner
-from .closing import is_closed
+from .closing import require_open
 from .commands.turn import Turn, reply_obligation
 from .domain.inbox import HUMAN
 from .domain.source import SessionSource, require_str
-from .errors import CompactionFailed, TurnlogClosed
+from .errors import CompactionFailed
 from .domain.transcript import MessageAppended
 from .projections.base import TypedRow
 
@@ -85,8 +85,7 @@ class TurnOperations:
             if name.startswith("_"):
                 raise AttributeError(name)
             found = getattr(self._leases, name)
-            if is_closed(self):  # Turnlog.close marks its groups closed (closing.py)
-                raise TurnlogClosed(f"the Turnlog is closed: turns.{name} needs an open one")
+            require_open(self, f"turns.{name}")  # Turnlog.close marks its groups closed (closing.py)
             new = _LEASE_REPLACEMENTS.get(name, "the methods of Turnlog.turns (it has no replacement of its own)")
             warnings.warn(f"Turnlog.turns.{name} is deprecated and goes in the next release: use {new}",
                           DeprecationWarning, stacklevel=2)

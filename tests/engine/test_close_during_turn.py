@@ -5,11 +5,13 @@ item are released at once, so the key is not wedged until the lease's TTL."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 
 import pytest
 
-from turnlog import ManualClock, SequentialIds, Turnlog, TurnlogClosed
+import turnlog.aio
+from turnlog import AsOf, ManualClock, SequentialIds, Turnlog, TurnlogClosed
 from turnlog.aio import AsyncTurnlog
 
 from chat import alice
@@ -161,3 +163,99 @@ def test_a_closed_turnlogs_groups_say_so_on_every_public_method(tmp_path):
                 getattr(group, name)(*args)
         assert group is getattr(t, group_name)
     assert t.stale is False  # a property read from memory still answers
+
+
+def _arguments(member, given: dict) -> list:
+    """The required positional arguments of `member`, by name from `given` (a new parameter name
+    fails here: name it in `given`, so that the call below reaches the method)."""
+    return [given[p.name] for p in list(inspect.signature(member).parameters.values())[1:]
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _public(cls, answering: set[str]) -> dict:
+    """Every public method and property of `cls` (inherited ones too) but those that need no store."""
+    return {name: member for name, member in inspect.getmembers(cls)
+            if not name.startswith("_") and name not in answering
+            and (inspect.isfunction(member) or isinstance(member, property))}
+
+
+def test_a_moment_of_a_closed_turnlog_says_so_on_every_public_method(tmp_path):
+    """`t.at(...)` kept from before the close refuses each of its public reads (and its `at`
+    time) with TurnlogClosed, never the store's own error."""
+    t = Turnlog(str(tmp_path / "t.db"))
+    sid = t.get_or_create_session(alice()).session_id
+    key = t.routing_key(alice())
+    moment = t.at("#1")
+    t.close()
+    given = {"session_id": sid, "stream": sid, "key": key, "name": "routes"}
+    members = _public(AsOf, set())
+    assert {"routes", "session", "transcript", "view", "at"} <= set(members)
+    for name, member in members.items():
+        with pytest.raises(TurnlogClosed, match=f"closed: AsOf.{name} needs an open one"):
+            if isinstance(member, property):
+                getattr(moment, name)
+            else:
+                getattr(moment, name)(*_arguments(member, given))
+    assert moment.position == 1  # what it is kept as still reads
+
+
+async def _agent(history, item) -> str:
+    return "r"
+
+
+async def _send(text: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize("made", ["wrap", "AsyncTurnlog"])
+def test_the_asyncio_face_of_a_closed_turnlog_says_so_on_every_public_method(tmp_path, made):
+    """Closed through the Turnlog (whose `wrap`ped face ends its threads with it) or through the
+    face itself, each of its calls raises TurnlogClosed, not the shut-down thread pool's error."""
+    t = Turnlog(str(tmp_path / "t.db"))
+    sid = t.get_or_create_session(alice()).session_id
+    face = turnlog.aio.wrap(t) if made == "wrap" else AsyncTurnlog(t)
+    given = {"source": alice("late"), "text": "late", "agent": _agent, "send": _send, "fn": t.sessions,
+             "key_or_session": sid, "token": None}
+    members = _public(AsyncTurnlog, {"close", "shutdown_threads", "handoffs"})
+    assert {"handle_message", "run", "command", "start_gateway"} <= set(members)
+
+    async def main() -> None:
+        if made == "wrap":
+            t.close()
+        else:
+            await face.close()
+        for name, member in members.items():
+            with pytest.raises(TurnlogClosed, match=f"closed: AsyncTurnlog.{name} needs an open one"):
+                await getattr(face, name)(*_arguments(member, given))
+        await face.close()  # a second close is no error
+        with pytest.raises(TurnlogClosed, match="closed"):
+            await turnlog.aio.handle_message(t, alice("later"), "later", _agent, _send)
+    asyncio.run(main())
+
+
+def test_a_scrape_of_a_closed_turnlogs_metrics_says_so(tmp_path):
+    """The registry of `metrics()` outlives the Turnlog in a gateway's exporter: a scrape after
+    the close is TurnlogClosed, not the store's error."""
+    from prometheus_client import generate_latest
+
+    t = Turnlog(str(tmp_path / "t.db"))
+    t.get_or_create_session(alice())
+    registry = t.metrics()
+    assert b"turnlog_deliveries" in generate_latest(registry)
+    t.close()
+    with pytest.raises(TurnlogClosed, match="closed: a scrape of metrics"):
+        generate_latest(registry)
+
+
+def test_a_turn_begun_before_the_close_and_answered_after_it_says_so(tmp_path):
+    """A caller that runs its agent itself (`t.turns.begin_next`) and answers after the close gets
+    TurnlogClosed, and the turn's item was failed by the close, as one running would be."""
+    db = str(tmp_path / "t.db")
+    t = Turnlog(db)
+    t.accept(alice("m-1"), "hello")
+    turn = t.turns.begin_next(alice())
+    t.close(0)
+    with pytest.raises(TurnlogClosed, match="closed while the turn ran"):
+        turn.respond(lambda history, item: "late", lambda text: None)
+    with Turnlog(db) as again:
+        assert [(f.state, f.outcome) for f in again.message_fates(alice())] == [("completed", "failed")]

@@ -262,6 +262,8 @@ class Turn:
     def respond(self, responder: Responder, sender: Sender) -> TurnOutcome:
         """Ask the responder while the keeper renews the lease; write, deliver and settle its reply.
         A responder that raises fails the turn (TurnCancelled when the keeper had cancelled it)."""
+        if self._closed_out:  # begun, then the engine closed before it was answered: the store is gone
+            raise self.fail(TurnlogClosed(CLOSED))
         state = self.state
         leases = self.parts.leases
         self.thread = threading.get_ident()
