@@ -34,7 +34,7 @@ from .domain.rekey import RekeyKept, RekeyMove
 from .domain.reply import ReplyMessage, Usage
 from .domain.source import CONTROL_CHARACTERS, ChatType, Platform, SessionSource
 from .domain.transcript import MessageAppended
-from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DatabaseInUse, EncryptionKeyMissing, GatewayStillRunning, HermesHomeError,
+from .errors import (AmbiguousKey, ChainBroken, CompactionFailed, ConflictError, DamagedDatabase, DatabaseInUse, EncryptionKeyMissing, GatewayStillRunning, HermesHomeError,
                      InvalidRequest, InvalidSetting, KeySettingsIgnored, LeaseTimeout, NotFound, ProjectionCorrupt, QueueFull, ReadOnlyDatabase, SendOutcomeUnknown, SessionBusy,
                      SessionOwnedElsewhere, StaleLease, StoreError, TooLarge, TurnCancelled, TurnlogClosed, TurnlogError,
                      UnreadableEvent)
@@ -89,6 +89,7 @@ __all__ = [
     "CONTROL_CHARACTERS",
     "CopyReport",
     "current_turn",
+    "DamagedDatabase",
     "DatabaseInUse",
     "DEFAULT_DB",
     "DelegationRow",

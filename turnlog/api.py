@@ -60,7 +60,7 @@ from .hermes.exporter import ExportReport, export_home
 from .hermes.routing_map import routing_map
 from .hermes.importer import BATCH_MESSAGES, HermesImporter, ImportReport
 from .hermes.formats import check_home
-from .closing import mark_closed, refuse_after_close, require_open, tie
+from .closing import mark_closed, opened, refuse_after_close, require_open, saying_damage, tie
 from .timetravel import AsOf, diff as diff_moments, parse_moment
 from .domain.source import SessionSource
 from .errors import AmbiguousKey, InvalidRequest, KeySettingsIgnored, NotFound
@@ -149,6 +149,7 @@ class Turnlog(DeprecatedNames):
         self._config = config or EngineConfig()  # its TURNLOG_* values checked before a file is made
         master_key = asked_once(master_key)
         backend = storage_backend.create(location, views)
+        opened(self, backend.display)  # the file a DamagedDatabase names
         if create and not read_only:
             encryption_setup.refuse_bad_key_for_new(backend, master_key, enable=encryption)
         self._backend = backend.prepare(read_only=read_only, create_missing=create and not read_only)
@@ -225,6 +226,8 @@ class Turnlog(DeprecatedNames):
         self._warn_if_config_is_overruled()
         self.turns = TurnOperations(self._leases, self._deliveries, self._rotation, self._runner, self._compaction,
                                     CommandReplies(self._ctx, self._routing, self._deliveries))
+        tie(self.turns, self)
+        tie(self.maintenance, self)
         gc_turns.engine.engine_ready()
 
     @property
@@ -1014,6 +1017,7 @@ def check_hermes_home(hermes_home: str | os.PathLike[str], *, profile: str | Non
 _WITHOUT_THE_STORE = {"close", "routing_key", "route_id", "owner", "read_only", "stale", "key_fingerprint"}
 
 refuse_after_close(Turnlog, "", still_open=_WITHOUT_THE_STORE)
+setattr(Turnlog, "__init__", saying_damage(Turnlog.__init__))  # catching up at the open reads too
 refuse_after_close(TurnOperations, "turns")
 refuse_after_close(Maintenance, "maintenance", still_open={"stale"})
 refuse_after_close(AsOf, "AsOf")

@@ -2,8 +2,9 @@
 `t.maintenance`), and what it hands out that reads its store (an `AsOf` of `t.at`, an
 `AsyncTurnlog`). Turnlog.close marks the Turnlog and its groups; what it handed out is tied to it
 (`tie`) and is closed with it. The guard of their public methods (`refuse_after_close`) asks, so
-that a closed one raises TurnlogClosed rather than the store's own error. Held weakly: a closed
-object is forgotten with it."""
+that a closed one raises TurnlogClosed rather than the store's own error; the same guard says a
+damaged database file as DamagedDatabase naming it (`opened`), whichever read met the damage.
+Held weakly: a closed object is forgotten with it."""
 
 from __future__ import annotations
 
@@ -12,12 +13,21 @@ import inspect
 import weakref
 from typing import Any, Callable, Iterable
 
-from .errors import TurnlogClosed
+from .errors import DamagedDatabase, TurnlogClosed, TurnlogError
+from .storage.dbfile import damaged
 
 _CLOSED: "weakref.WeakSet[Any]" = weakref.WeakSet()
 # An object handed out -> the Turnlog whose store it reads: closed when that one is, even if
 # handed out while it was being closed.
 _OWNERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+_STORES: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()  # a Turnlog -> its database's name
+
+
+def opened(turnlog: Any, display: str) -> None:
+    """`turnlog` reads the database called `display` (what a DamagedDatabase names)."""
+    _STORES[turnlog] = display
 
 
 def mark_closed(*objects: Any) -> None:
@@ -60,16 +70,47 @@ def refuse_after_close(cls: type, name: str, *, still_open: Iterable[str] = ()) 
             setattr(cls, member_name, _open_only(member, what))
 
 
+def saying_damage(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method`, raising DamagedDatabase for an error that is SQLite finding the file damaged."""
+    @functools.wraps(method)
+    def said(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:
+            damage = _damage(self, e)
+            if damage is None:
+                raise
+            raise damage from e
+    return said
+
+
 def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(method):
         @functools.wraps(method)
         async def guarded_async(self: Any, *args: Any, **kwargs: Any) -> Any:
             require_open(self, name)
-            return await method(self, *args, **kwargs)
+            try:
+                return await method(self, *args, **kwargs)
+            except Exception as e:
+                damage = _damage(self, e)
+                if damage is None:
+                    raise
+                raise damage from e
         return guarded_async
+
+    said = saying_damage(method)
 
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         require_open(self, name)
-        return method(self, *args, **kwargs)
+        return said(self, *args, **kwargs)
     return guarded
+
+
+def _damage(obj: Any, error: Exception) -> DamagedDatabase | None:
+    """DamagedDatabase for `error` when SQLite found the file damaged (a raw sqlite3 error, or the
+    event store library's wrapping of one), else None. turnlog's own errors stay as raised (a
+    damaged read model is ProjectionCorrupt: a rebuild repairs it)."""
+    if isinstance(error, TurnlogError):
+        return None
+    return damaged(_STORES.get(_OWNERS.get(obj, obj), "the database"), error)

@@ -8,6 +8,7 @@ Every exception turnlog raises on purpose is defined here and exported by `turnl
     │   ├── ProjectionCorrupt     a read model is damaged (rebuild it from the log)
     │   ├── UnreadableEvent       an event of the log does not decode into what its topic promises
     │   ├── DatabaseInUse         another process has the database open (a restore refuses)
+    │   ├── DamagedDatabase       SQLite found the file's pages damaged: restore it from a backup
     │   ├── ChainBroken           the log no longer matches its hash chain
     │   └── EncryptionKeyMissing  an encrypted database without its master key at hand
     ├── NotFound                  no such session or routing key
@@ -120,6 +121,11 @@ class UnreadableEvent(StoreError):
 class DatabaseInUse(StoreError):
     """Another process has the database open (a gateway, a tool): replacing it would pull the
     file from under that process."""
+
+
+class DamagedDatabase(StoreError):
+    """SQLite read the database file and found its pages damaged ("database disk image is
+    malformed"): a database, hurt, not a file of another kind. Restore it from a backup."""
 
 
 class ChainBroken(StoreError):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import sqlite3
 import sys
 from typing import Any, NoReturn
 
@@ -138,11 +137,6 @@ class TurnlogGroup(click.Group):
                 ctx.exit(1)
             if os.environ.get("TURNLOG_DEBUG"):
                 raise
-            if _damaged(e):
-                db = (ctx.obj or {}).get("db", "the database")
-                click.echo(f"Error: {visible(str(db))} is damaged ({visible(str(e))}): restore it from a backup"
-                           " (turnlog restore)", err=True)
-                ctx.exit(1)
             click.echo(f"Error: {type(e).__name__}: {visible(str(e))} (set TURNLOG_DEBUG=1 for the traceback)",
                        err=True)
             ctx.exit(1)
@@ -153,19 +147,6 @@ def _output_fails(error: OSError) -> bool:
     with no file name; the library's own file errors name their file or are its own errors."""
     return (error.filename is None
             and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO))
-
-
-def _damaged(error: BaseException) -> bool:
-    """SQLite found the file's pages damaged (SQLITE_CORRUPT), met after the file opened (a damaged
-    file met while opening is said by the library: storage/sqlite_errors.py is_damaged). The
-    event store's library wraps sqlite3's error in its own: the chain of causes is followed."""
-    seen: BaseException | None = error
-    while seen is not None and not isinstance(seen, sqlite3.DatabaseError):
-        seen = seen.__cause__ or seen.__context__
-    if seen is None:
-        return False
-    name = getattr(seen, "sqlite_errorname", "") or ""
-    return name.startswith("SQLITE_CORRUPT") if name else "malformed" in str(seen).lower()
 
 
 def _quiet_broken_pipe() -> None:

@@ -28,8 +28,8 @@ import sys
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from ..errors import DatabaseInUse, ReadOnlyDatabase, StoreError
-from .sqlite_errors import is_damaged, system_problem
+from ..errors import DamagedDatabase, DatabaseInUse, ReadOnlyDatabase, StoreError
+from .sqlite_errors import damage_in, system_problem
 from .uri import file_uri
 
 MARKER_TABLE = "turnlog_meta"
@@ -139,9 +139,17 @@ def unreadable(path: str, error: sqlite3.Error) -> StoreError:
     problem = system_problem(error)
     if problem is not None:
         return StoreError(f"cannot read {path}: {problem} ({error}); the file itself was not judged")
-    if is_damaged(error):
-        return StoreError(f"{path} is damaged ({error}): restore it from a backup (turnlog restore)")
-    return StoreError(f"{path} is not a turnlog database ({error})")
+    damage = damaged(path, error)
+    return damage if damage is not None else StoreError(f"{path} is not a turnlog database ({error})")
+
+
+def damaged(path: str, error: BaseException) -> DamagedDatabase | None:
+    """DamagedDatabase naming `path` when `error` (or an error under it) is SQLite finding the
+    file's pages damaged, met while opening or on any read after; None for any other error."""
+    damage = damage_in(error)
+    if damage is None:
+        return None
+    return DamagedDatabase(f"{path} is damaged ({damage}): restore it from a backup (turnlog restore)")
 
 
 def _expected_size(header: bytes) -> int:

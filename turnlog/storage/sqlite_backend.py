@@ -79,7 +79,7 @@ class SqliteBackend:
         try:
             return TurnlogApplication(env=self.env)
         except Exception as e:  # the library raises a variety of driver errors on a bad store
-            raise StoreError(f"cannot open {self.display}: {e}") from None
+            raise dbfile.damaged(self.display, e) or StoreError(f"cannot open {self.display}: {e}") from None
 
     def backup_file(self) -> str:
         if self.callers_own():

@@ -59,6 +59,17 @@ def system_problem(error: BaseException) -> str | None:
     return next((what for needle, what in _MESSAGES if needle in text), None)
 
 
+def damage_in(error: BaseException) -> sqlite3.DatabaseError | None:
+    """The sqlite3 error under `error` when it says the file is damaged (is_damaged), else None.
+    The event store's library wraps sqlite3's errors in its own: the chain of causes is followed."""
+    seen: BaseException | None = error
+    visited: set[int] = set()  # a chain may loop (an error raised again from its own handler)
+    while seen is not None and not isinstance(seen, sqlite3.DatabaseError) and id(seen) not in visited:
+        visited.add(id(seen))
+        seen = seen.__cause__ or seen.__context__
+    return seen if isinstance(seen, sqlite3.DatabaseError) and is_damaged(seen) else None
+
+
 def is_damaged(error: BaseException) -> bool:
     """SQLite read the file and found its pages damaged (SQLITE_CORRUPT: "database disk image is
     malformed"): a database of some kind, hurt, not a file of the wrong kind."""
