@@ -107,7 +107,8 @@ class DataLifecycle:
     def rotate_master_key(self, new_key: bytes | None) -> EncryptionReport:
         self._refuse_read_only("rotate the master key")
         enc = self._require_encryption("rotate its keys")
-        old, _, count = encryption_setup.rotate(enc, new_key)
+        old, _, count = encryption_setup.rotate(enc, new_key,
+                                                database=encryption_setup.database_file_of(self._backend))
         self._master_key = new_key if enc.source == "callable" else self._master_key
         return self._encryption_report(count, previous=old)
 

@@ -43,13 +43,20 @@ def enabled_by_default() -> bool:
     return env_flag("TURNLOG_ENCRYPTION")
 
 
+def database_file_of(backend: Any) -> str | None:
+    """The SQLite file turnlog manages for this log (what a gateway holds open); None for a
+    PostgreSQL log and for the caller's own URI."""
+    if isinstance(backend, SqliteBackend) and not backend.callers_own():
+        return backend.path
+    return None
+
+
 def key_path_of(backend: Any) -> str | None:
     """The key file beside the database; None for a PostgreSQL log (its processes run on several
     hosts, each with its own read-model file: a key file beside one would not open the log on
     the others, so its key is given by master_key or TURNLOG_MASTER_KEY) and for the caller's own URI."""
-    if isinstance(backend, SqliteBackend) and not backend.callers_own():
-        return key_file(backend.path)
-    return None
+    database = database_file_of(backend)
+    return key_file(database) if database is not None else None
 
 
 def tables_of(app: Any, backend: Any) -> KeyTables:
@@ -147,10 +154,11 @@ def start(app: Any, backend: Any, master_key: MasterKey) -> Encryption:
     tables = tables_of(app, backend)
     if tables.marker() is not None:
         raise InvalidRequest(f"{backend.display} is encrypted already")
-    if key_path_of(backend) is not None and (app.recorder.max_notification_id() or 0) > 0:
+    database = database_file_of(backend)
+    if database is not None and (app.recorder.max_notification_id() or 0) > 0:
         # A gateway that opened the log before the marker would go on writing its events unsealed
         # after it, where erase cannot reach them: none may have it open (a new log has none).
-        dbfile.refuse_if_in_use(backend.path)
+        dbfile.refuse_if_in_use(database)
     key_path = key_path_of(backend)
     key, source = resolve_master_key(master_key, key_path)
     if key is None:
@@ -181,17 +189,19 @@ def _attach(app: Any, keys: KeyStore, source: str, key_path: str | None) -> Encr
     return Encryption(keys, sealer, source, key_path)
 
 
-def rotate(enc: Encryption, new_master: bytes | None) -> tuple[str, str, int]:
+def rotate(enc: Encryption, new_master: bytes | None, *, database: str | None) -> tuple[str, str, int]:
     """Re-wrap every data key under a new master key (given, or made and written to the key
     file the old one came from). Returns (old fingerprint, new fingerprint, keys re-wrapped).
+    `database`: the database file (database_file_of), refused while another process has it open;
+    None: no file to check (PostgreSQL, the caller's own URI).
 
     The new key file is written beside the old one first (`<db>.key.new`) and moved into place
     after the database commits, so a crash leaves a key that opens the database (`pending_key`)."""
     old = enc.fingerprint
-    if enc.key_path is not None:
+    if database is not None:
         # A gateway that has the file open keeps the old master key: a data key it makes for a new
         # subject would be wrapped by a key that opens nothing any more. None may have it open.
-        dbfile.refuse_if_in_use(enc.key_path.removesuffix(".key"))  # key_file(): the database's path + .key
+        dbfile.refuse_if_in_use(database)
     if new_master is None:
         if enc.source != "file" or enc.key_path is None:
             raise InvalidRequest(f"the master key comes from {enc.source}: give the new key (turnlog cannot store it)")
