@@ -69,8 +69,8 @@ def test_the_route_events_of_a_hermes_import_are_stored_as_before(tmp_path):
     assert (len(events), digest) == EXPECTED_IMPORT
 
 
-# Read from the log this history wrote when each route was still registered, then bound by a
-# fold of the binding into the pending registration (turnlog 13fe364).
+# The stored bytes of these histories' route events when they were pinned (from the log the
+# code of that day wrote): a change of them is a change of the stored format.
 EXPECTED_EVENTS = [("turnlog:RouteRegistered", 1), ("turnlog:RouteRegistered", 1), ("turnlog:RouteDetached", 2),
                    ("turnlog:RouteDetached", 2), ("turnlog:RouteRegistered", 1), ("turnlog:RouteRegistered", 1),
                    ("turnlog:RouteRegistered", 1), ("turnlog:RouteRegistered", 1), ("turnlog:RouteRegistered", 1)]

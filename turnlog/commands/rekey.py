@@ -71,11 +71,13 @@ class RekeyCommands:
         changed: list[Route] = []
         for move in plan.moves:
             route = by_id.get(move.new_route_id)
-            if route is None:
-                route = Route.new(Route.Created, id=UUID(move.new_route_id), at=now, actor=actor, cause=cause,
-                                  session_key=move.new_key, parts=list(move.new_route_parts), origin=move.origin)
+            if route is None:  # one move per new route (plan_rekey): registered bound
+                route = Route.register(UUID(move.new_route_id), move.new_key, move.new_route_parts, move.origin,
+                                       at=now, actor=actor, cause=cause, session_id=move.session_id,
+                                       reason=move.reason)
                 by_id[move.new_route_id] = route
-            route.bind(move.session_id, reason=move.reason, at=now, actor=actor, cause=cause)
+            else:
+                route.bind(move.session_id, reason=move.reason, at=now, actor=actor, cause=cause)
             changed.append(route)
         event = KeySettingsChanged(
             originator_id=KEY_SETTINGS_ID, originator_version=(recorded.originator_version + 1) if recorded else 1,

@@ -134,13 +134,11 @@ class RoutingCommands:
         # Cached reads are validated by the save that follows; a call that may save nothing reads fresh.
         fresh = not touch_activity
         route: Route | None = ctx.get(rk.route_id, fresh)
-        if route is None:
-            route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
-                                session_key=rk.key, parts=list(rk.parts), origin=origin)
+        if route is None:  # registered below, bound to the session it gets (one event)
             legacy = None if force_new else self._legacy_route(source)
             if legacy is not None:
-                return self._adopt_legacy(route, *legacy, rk, origin, now, actor, cause, also)
-            return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
+                return self._adopt_legacy(*legacy, rk, origin, now, actor, cause, also)
+            return self._new_session(None, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
         current: Session | None = ctx.session(route.session_id, fresh) if route.session_id else None
         if force_new:
             reason: str | None
@@ -204,13 +202,15 @@ class RoutingCommands:
                 return route, reason
         return None
 
-    def _adopt_legacy(self, route: Route, legacy: Route, reason: str, rk: RoutingKey, origin: dict[str, Any],
+    def _adopt_legacy(self, legacy: Route, reason: str, rk: RoutingKey, origin: dict[str, Any],
                       now: datetime, actor: str, cause: str, also: Also) -> RouteResult:
+        """The new key's route registered on the session of its older key's route, detached."""
         session: Session | None = self.ctx.session(legacy.session_id) if legacy.session_id else None
         if session is None or session.ended:
-            return self._new_session(route, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
+            return self._new_session(None, rk, origin, FIRST_MESSAGE, None, now, actor, cause, also)
         legacy.detach(reason=reason, at=now, actor=actor, cause=cause)
-        route.bind(session.session_id, reason=reason, at=now, actor=actor, cause=cause)
+        route = Route.register(rk.route_id, rk.key, rk.parts, origin, at=now, actor=actor, cause=cause,
+                               session_id=session.session_id, reason=reason)
         session.touch(rk.key, at=now, actor=actor, cause=cause)
         position = self.ctx.save(legacy, route, session, *also(session.session_id, False))
         return self._result(rk, session.session_id, False, reason, None, position)
@@ -229,9 +229,11 @@ class RoutingCommands:
         guard = self.ctx.config.background_guard
         return None if guard is None else (lambda: guard(session_key, session_id))
 
-    def _new_session(self, route: Route, rk: RoutingKey, origin: dict[str, Any], reason: str,
+    def _new_session(self, route: Route | None, rk: RoutingKey, origin: dict[str, Any], reason: str,
                      previous: Session | None, now: datetime, actor: str, cause: str,
                      also: Also = _nothing) -> RouteResult:
+        """A new session for the key, its route pointed at it (None: the key's new route,
+        registered bound to it)."""
         session_id = self.ctx.new_session_id(now)
         session = Session.new(
             Session.Created, id=session_aggregate_id(session_id), at=now, actor=actor, cause=cause,
@@ -239,8 +241,12 @@ class RoutingCommands:
             previous_session_id=previous.session_id if previous else None,
             parent_session_id=None,
         )
-        route.note_origin(origin, at=now, actor=actor, cause=cause)
-        route.bind(session_id, reason=reason, at=now, actor=actor, cause=cause)
+        if route is None:
+            route = Route.register(rk.route_id, rk.key, rk.parts, origin, at=now, actor=actor, cause=cause,
+                                   session_id=session_id, reason=reason)
+        else:
+            route.note_origin(origin, at=now, actor=actor, cause=cause)
+            route.bind(session_id, reason=reason, at=now, actor=actor, cause=cause)
         position = self.ctx.save(*([previous] if previous is not None else []), session, route, *also(session_id, True))
         return self._result(rk, session_id, True, reason, previous.session_id if previous else None, position)
 

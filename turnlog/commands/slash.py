@@ -211,8 +211,8 @@ class SlashCommands:
             now = self.ctx.clock.now()
             route: Route | None = self.ctx.get(rk.route_id)
             if route is None:  # a key never routed: its route is registered to hold the record
-                route = Route.new(Route.Created, id=rk.route_id, at=now, actor=actor, cause=cause,
-                                  session_key=rk.key, parts=list(rk.parts), origin=origin_of(source))
+                route = Route.register(rk.route_id, rk.key, rk.parts, origin_of(source), at=now, actor=actor,
+                                       cause=cause)
             route.refuse_resume(target, reason="not_owned", at=now, actor=actor, cause=cause)
             self.ctx.save(route)
         self.ctx.retrying(step, f"/resume on {rk.key}")

@@ -7,7 +7,6 @@ injected clock gave, so that a replay reproduces the same history.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar, dataclass_transform
@@ -58,22 +57,6 @@ class TurnlogAggregate(Aggregate):
 
     def record(self, event_class: type, *, at: datetime, **fields: Any) -> None:
         self.trigger_event(event_class, timestamp=at, **fields)
-
-    def amend_creation(self, *, at: datetime, actor: str, cause: str, **fields: Any) -> bool:
-        """Fold `fields` into this aggregate's creation while it is unsaved and its only pending
-        event, when the change would have had the same time, actor and cause: one event instead of
-        two, saying the same. False (nothing changed) otherwise: the caller records its own event."""
-        pending = self.pending_events
-        if self.version != 1 or len(pending) != 1:
-            return False
-        created = pending[0]
-        if not isinstance(created, TurnlogAggregate.Created) or (created.timestamp, created.actor, created.cause) \
-                != (at, actor, cause):
-            return False
-        amended = dataclasses.replace(created, **fields)
-        pending[0] = amended
-        amended.apply(self)
-        return True
 
 
 @dataclass_transform(frozen_default=True)

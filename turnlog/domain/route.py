@@ -7,7 +7,7 @@ this key" is race-free across processes: a second creator gets an optimistic-con
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TYPE_CHECKING
+from typing import Any, Iterable, TYPE_CHECKING
 
 from .base import TurnlogAggregate
 from .rekey import SHARED_TO_PER_USER
@@ -86,6 +86,15 @@ class Route(TurnlogAggregate):
         def apply(self, route: "Route") -> None:
             pass  # an audit record: the route is unchanged
 
+    @classmethod
+    def register(cls, route_id: Any, session_key: str, parts: Iterable[str], origin: dict[str, Any] | None, *,
+                 at: datetime, actor: str, cause: str, session_id: str | None = None,
+                 reason: str | None = None) -> "Route":
+        """A new key's route, registered already bound to `session_id` for `reason` when given:
+        one event, where a registration and a RouteBound would say the same."""
+        return cls.new(cls.Created, id=route_id, at=at, actor=actor, cause=cause, session_key=session_key,
+                       parts=list(parts), origin=origin, session_id=session_id, reason=reason)
+
     def borrows_its_session(self) -> bool:
         """True when a rekey split this key off a shared session that other keys still point at:
         `/new` on it lets go of that session and leaves it to them (docs/behaviour.md §18)."""
@@ -93,9 +102,8 @@ class Route(TurnlogAggregate):
         return getattr(self, "bound_reason", None) == SHARED_TO_PER_USER
 
     def bind(self, session_id: str, *, reason: str, at: datetime, actor: str, cause: str) -> None:
-        """A route not saved yet is registered already bound (one event)."""
-        if session_id != self.session_id and not self.amend_creation(
-                at=at, actor=actor, cause=cause, session_id=session_id, reason=reason):
+        """Point at `session_id` (a new route is registered bound instead: `register`)."""
+        if session_id != self.session_id:
             self.record(Route.Bound, at=at, actor=actor, cause=cause, session_id=session_id,
                         previous_session_id=self.session_id, reason=reason)
 

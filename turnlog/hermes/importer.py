@@ -461,9 +461,8 @@ class HermesImporter:
             return None
         origin = dict(entry["origin"])
         origin.pop("message_id", None)
-        route = Route.new(Route.Created, id=rk.route_id, session_key=rk.key, parts=list(rk.parts), origin=origin,
-                          **say)
-        route.bind(session_id, reason=IMPORT_REASON, **say)
+        route = Route.register(rk.route_id, rk.key, rk.parts, origin, session_id=session_id, reason=IMPORT_REASON,
+                               **say)
         report.routes_imported += 1
         if rk.key != entry.get("session_key"):
             report.routes_rekeyed.append({"hermes_key": entry.get("session_key") or "", "session_key": rk.key,
