@@ -13,7 +13,7 @@ import pytest
 from postgres_server import create_database, server
 from turnlog import ManualClock, SequentialIds, Turnlog
 
-from chat import alice, collect, echo
+from chat import BOB, alice, collect, echo
 
 PHRASE = "quince observatory 4408"
 
@@ -80,3 +80,24 @@ def test_another_nodes_words_after_an_erase_are_kept_and_its_read_models_refille
     with Turnlog(url, views=str(tmp_path / "reader.db"), master_key=key) as reader:
         assert [m["content"] for m in reader.transcript(after.session_id)] == ["later words", "re: later words"]
         assert [m["content"] for m in reader.transcript(first.session_id)] == ["[erased]", "[erased]"]
+
+
+def test_a_new_nodes_first_catch_up_past_an_erase_builds_its_read_models_once_on_postgresql(pg, tmp_path):
+    """The erase behind a new node's empty read models makes its first catch-up a refill from the
+    log (blue/green): that refill is the whole catch-up, every event read once, not a rebuild and
+    then a pass over the same log again."""
+    url = create_database(pg, "erase_new_node_pg")
+    key = os.urandom(32)
+    with Turnlog(url, views=str(tmp_path / "a.db"), owner="gateway-a", clock=ManualClock(),
+                 session_ids=SequentialIds(), master_key=key) as a:
+        for n in range(3):
+            a.handle_message(alice(f"m{n}"), f"{PHRASE} {n}", echo, collect([]))
+            a.handle_message(BOB, f"bob's words {n}", echo, collect([]))
+        a.erase_subject("telegram:42", actor="operator", cause="erase request")
+        a.handle_message(BOB, "after the erase", echo, collect([]))
+        head = a.maintenance.log_head()
+    with Turnlog(url, views=str(tmp_path / "new.db"), owner="new-node", master_key=key) as new:
+        assert new.maintenance.catch_up() == head  # one pass: each event of the log read once
+        assert new.maintenance.catch_up() == 0
+        assert {(p.position, p.rebuild_position) for p in new.maintenance.projection_status()} == {(head, None)}
+        assert new.search("quince") == [] and len(new.search("bob's")) == 6  # his 3 and their echoes
