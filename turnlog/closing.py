@@ -17,11 +17,9 @@ from .errors import DamagedDatabase, TurnlogClosed, TurnlogError
 from .storage.dbfile import damaged
 
 _CLOSED: "weakref.WeakSet[Any]" = weakref.WeakSet()
-# An object handed out -> the Turnlog whose store it reads: closed when that one is, even if
-# handed out while it was being closed.
-_OWNERS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-
-
+# An object handed out -> the Turnlog whose store it reads (weakly: a group held by its Turnlog
+# must not keep it alive): closed when that one is, even if handed out while it was being closed.
+_OWNERS: "weakref.WeakKeyDictionary[Any, weakref.ref[Any]]" = weakref.WeakKeyDictionary()
 _STORES: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()  # a Turnlog -> its database's name
 
 
@@ -36,14 +34,20 @@ def mark_closed(*objects: Any) -> None:
 
 def tie(obj: Any, owner: Any) -> None:
     """`obj` is closed whenever `owner` is."""
-    _OWNERS[obj] = owner
+    _OWNERS[obj] = weakref.ref(owner)
+
+
+def _owner(obj: Any) -> Any:
+    """The Turnlog `obj` was tied to (None: none, or gone), or `obj` itself when it is not tied."""
+    ref = _OWNERS.get(obj)
+    return obj if ref is None else ref()
 
 
 def is_closed(obj: Any) -> bool:
     if obj in _CLOSED:
         return True
-    owner = _OWNERS.get(obj)
-    return owner is not None and owner in _CLOSED
+    owner = _owner(obj)
+    return owner is not obj and owner is not None and owner in _CLOSED
 
 
 def require_open(obj: Any, name: str) -> None:
@@ -98,12 +102,16 @@ def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
                 raise damage from e
         return guarded_async
 
-    said = saying_damage(method)
-
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         require_open(self, name)
-        return said(self, *args, **kwargs)
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:
+            damage = _damage(self, e)
+            if damage is None:
+                raise
+            raise damage from e
     return guarded
 
 
@@ -113,4 +121,5 @@ def _damage(obj: Any, error: Exception) -> DamagedDatabase | None:
     damaged read model is ProjectionCorrupt: a rebuild repairs it)."""
     if isinstance(error, TurnlogError):
         return None
-    return damaged(_STORES.get(_OWNERS.get(obj, obj), "the database"), error)
+    owner = _owner(obj)
+    return damaged(_STORES.get(owner, "the database") if owner is not None else "the database", error)
