@@ -81,3 +81,25 @@ def test_the_cli_says_a_damaged_log_in_one_line_and_exits_1(damaged_log):
     assert result.exit_code == 1
     assert result.output == (f"Error: {damaged_log} is damaged (database disk image is malformed):"
                              " restore it from a backup (turnlog restore)\n")
+
+
+def test_a_damaged_database_of_the_gateways_own_is_its_error_not_turnlogs(tmp_path):
+    own = str(tmp_path / "agent-memory.db")
+    conn = sqlite3.connect(own)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.executemany("INSERT INTO notes VALUES (?)", [("x" * 600,)] * 40)
+    conn.commit()
+    conn.close()
+    _damage_first_page_of(own, "notes")
+
+    def agent(history, text):
+        with sqlite3.connect(own) as memory:
+            return str(memory.execute("SELECT count(*), max(body) FROM notes").fetchone())
+
+    with Turnlog(str(tmp_path / "t.db")) as t:
+        with pytest.raises(sqlite3.DatabaseError, match="malformed") as raised:
+            t.handle_message(alice("hi"), "hi", agent, lambda text: None)
+        assert not isinstance(raised.value, StoreError)
+        t.handle_message(alice("again"), "again", echo, lambda text: None)  # turnlog's file is fine
+        session, = t.sessions()
+        assert "again" in [m["content"] for m in t.transcript(session.session_id)]

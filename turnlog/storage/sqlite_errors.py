@@ -67,7 +67,24 @@ def damage_in(error: BaseException) -> sqlite3.DatabaseError | None:
     while seen is not None and not isinstance(seen, sqlite3.DatabaseError) and id(seen) not in visited:
         visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
-    return seen if isinstance(seen, sqlite3.DatabaseError) and is_damaged(seen) else None
+    if not isinstance(seen, sqlite3.DatabaseError) or not is_damaged(seen):
+        return None
+    return seen if _made_by_the_store(seen) else None
+
+
+# The packages whose SQLite calls read turnlog's own files.
+_STORE_PACKAGES = ("turnlog.", "eventsourcing.")
+
+
+def _made_by_the_store(error: BaseException) -> bool:
+    """Whether the SQLite call that failed was turnlog's or its event store's: a gateway's agent
+    or sender may read a damaged database of its own, which says nothing of turnlog's file."""
+    tb = error.__traceback__
+    if tb is None:
+        return True  # not raised through Python frames: nothing says it is another's
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_STORE_PACKAGES)
 
 
 def is_damaged(error: BaseException) -> bool:
