@@ -81,3 +81,17 @@ def test_every_path_parameter_is_an_input_or_an_output_walked_above():
     assert named == INPUTS | OUTPUTS
     walked = {args[0] for args, _ in CASES.values()}
     assert {name for name, _ in OUTPUTS} <= walked
+
+
+def test_a_missing_folder_with_control_characters_in_its_name_is_shown_escaped(tmp_path, log):
+    db, _, _ = log
+    missing = tmp_path / "no\x01such" / "b.db"
+
+    result = run("--db", db, "backup", str(missing))
+
+    assert result.exit_code == 1
+    assert "\x01" not in result.stderr
+
+    def shown(path):
+        return str(path).replace("\x01", "\\x01")
+    assert result.stderr == f"Error: cannot write {shown(missing)}: no such folder: {shown(missing.parent)}\n"

@@ -15,22 +15,24 @@ import tempfile
 
 import click
 
+from .output import visible
+
 
 def require_folder(path: str) -> None:
     """The folder `path` is to be written into exists, or one line naming it, exit 1 (as a missing
     --db is: the command line is well formed, the file system says no), before anything is made."""
     folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
     if not os.path.isdir(folder):
-        raise click.ClickException(f"cannot write {path}: no such folder: {folder}")
+        raise click.ClickException(f"cannot write {visible(path)}: no such folder: {visible(folder)}")
 
 
 def write_file(path: str, text: str, *, force: bool = False) -> None:
     if os.path.islink(path):
-        raise click.ClickException(f"{path} is a symbolic link: not followed; give the real path")
+        raise click.ClickException(f"{visible(path)} is a symbolic link: not followed; give the real path")
     require_folder(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.lexists(path) and not force:
-        raise click.ClickException(f"{path} exists: give --force to overwrite it")
+        raise click.ClickException(f"{visible(path)} exists: give --force to overwrite it")
     fd, temp = tempfile.mkstemp(dir=directory, prefix=".turnlog-", suffix=".tmp")
     try:
         umask = os.umask(0)
@@ -43,9 +45,9 @@ def write_file(path: str, text: str, *, force: bool = False) -> None:
         else:
             os.link(temp, path)  # fails if the path appeared meanwhile: never overwrites unasked
     except FileExistsError:
-        raise click.ClickException(f"{path} exists: give --force to overwrite it") from None
+        raise click.ClickException(f"{visible(path)} exists: give --force to overwrite it") from None
     except OSError as e:
-        raise click.ClickException(f"cannot write {path}: {e.strerror}") from None
+        raise click.ClickException(f"cannot write {visible(path)}: {e.strerror}") from None
     finally:
         if os.path.lexists(temp):
             os.unlink(temp)
