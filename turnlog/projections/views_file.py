@@ -3,12 +3,18 @@ where a catch-up or rebuild pass writes in it (`Target`)."""
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
+import time
 
 from .base import Tables
 
 LOCK_TIMEOUT_S = 30  # how long a write to the read models waits for another process's
+# A checkpoint another connection is running (this process's checkpointer thread, say) makes a
+# truncating one give up at once, without waiting: it is tried again for up to this long.
+TRUNCATE_RETRY_S = 2.0
+_log = logging.getLogger(__name__)
 
 
 def connect_views(path: str, *, read_only: bool = False) -> sqlite3.Connection:
@@ -52,7 +58,20 @@ def scrub(conn: sqlite3.Connection) -> None:
                 raise
     finally:
         conn.execute("PRAGMA secure_delete=FAST")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if not truncate_wal(conn):
+        _log.warning("the write-ahead log could not be truncated (a reader holds an old snapshot): its old"
+                     " frames may hold deleted words until the next checkpoint reuses them")
+
+
+def truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Checkpoint the whole write-ahead log and truncate it; False when it could not be done."""
+    deadline = time.monotonic() + TRUNCATE_RETRY_S
+    while True:
+        if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def is_corruption(error: BaseException) -> bool:
