@@ -81,10 +81,8 @@ def saying_damage(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return method(self, *args, **kwargs)
         except Exception as e:
-            damage = _damage(self, e)
-            if damage is None:
-                raise
-            raise damage from e
+            _raise_as_damage(self, e)
+            raise
     return said
 
 
@@ -96,10 +94,8 @@ def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
             try:
                 return await method(self, *args, **kwargs)
             except Exception as e:
-                damage = _damage(self, e)
-                if damage is None:
-                    raise
-                raise damage from e
+                _raise_as_damage(self, e)
+                raise
         return guarded_async
 
     @functools.wraps(method)
@@ -108,11 +104,17 @@ def _open_only(method: Callable[..., Any], name: str) -> Callable[..., Any]:
         try:
             return method(self, *args, **kwargs)
         except Exception as e:
-            damage = _damage(self, e)
-            if damage is None:
-                raise
-            raise damage from e
+            _raise_as_damage(self, e)
+            raise
     return guarded
+
+
+def _raise_as_damage(obj: Any, error: Exception) -> None:
+    """Raise DamagedDatabase from `error` when it is SQLite finding the file damaged; else return
+    (the caller raises `error` as it was)."""
+    damage = _damage(obj, error)
+    if damage is not None:
+        raise damage from error
 
 
 def _damage(obj: Any, error: Exception) -> DamagedDatabase | None:
