@@ -135,6 +135,13 @@ class EngineTurns:
             _PROCESS.turn_ended()
 
     def engine_closed(self) -> None:
+        # Its turns still counted (one begun and never answered, one the close gave up waiting
+        # for) run no more: counted on, they would hold the process's collections back for good.
+        with self._lock:
+            left = len(self._counted)
+            self._counted.clear()
+        for _ in range(left):
+            _PROCESS.turn_ended()
         if self._registered:
             self._registered = False
             _PROCESS.engine_closed()

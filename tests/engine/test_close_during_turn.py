@@ -259,3 +259,19 @@ def test_a_turn_begun_before_the_close_and_answered_after_it_says_so(tmp_path):
         turn.respond(lambda history, item: "late", lambda text: None)
     with Turnlog(db) as again:
         assert [(f.state, f.outcome) for f in again.message_fates(alice())] == [("completed", "failed")]
+
+
+def test_a_turn_left_unanswered_by_a_close_is_no_longer_counted_as_running(tmp_path):
+    """The process's "a turn is running" (which holds its full collections back) forgets the
+    turns of a closed engine: one begun and never answered would hold them back for good."""
+    from turnlog.gc_turns import in_turn
+
+    t = Turnlog(str(tmp_path / "t.db"))
+    t.accept(alice("m-1"), "hello")
+    turn = t.turns.begin_next(alice())
+    assert in_turn()
+    t.close(0)
+    assert not in_turn()
+    with pytest.raises(TurnlogClosed):
+        turn.respond(lambda history, item: "late", lambda text: None)
+    assert not in_turn()
