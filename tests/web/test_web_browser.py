@@ -14,7 +14,7 @@ import time
 import pytest
 import uvicorn
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -74,10 +74,17 @@ def browser():
 
 
 def wait_for(driver, condition, what: str):
-    # While a page is replaced, an element of the old one goes stale: look again.
+    # While a page is replaced, an element of the old one goes stale: look again. Chromedriver
+    # says so of an element found just before the swap as an "unknown error" instead.
+    def holds(d) -> bool:
+        try:
+            return condition(d)
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return False
+            raise
     return WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,
-                                                             NoSuchElementException)).until(
-        lambda d: condition(d), message=what)
+                                                             NoSuchElementException)).until(holds, message=what)
 
 
 def test_sessions_session_event_time_travel_and_slider(server, browser, tmp_path):
