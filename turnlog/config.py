@@ -14,6 +14,7 @@ from .domain.dedup import DEFAULT_DEDUP_TEXT_PLATFORMS, DEFAULT_DEDUP_WINDOW_S, 
 from .domain.key_settings import KeySettings
 from .domain.policy import DEFAULT_FRESHNESS_WINDOW_S, ResetPolicies
 from .domain.retention import Retention
+from .errors import InvalidRequest
 
 # A gateway's background-process registry: (session_key, session_id) -> is a process alive, or
 # the start times of its live processes (those older than the policy's age cap are ignored).
@@ -38,7 +39,7 @@ def _check_seconds(name: str, value: Any, *, zero_ok: bool) -> None:
         more = "0 or more" if zero_ok else "more than 0"
         env = {"lease_ttl_s": "TURNLOG_TURN_LEASE_TTL", "lease_timeout_s": "TURNLOG_TURN_LEASE_TIMEOUT",
                "heartbeat_ttl_s": "TURNLOG_HEARTBEAT_TTL"}[name]
-        raise ValueError(f"{name} (env {env}) must be a number of seconds, {more}, got {value!r}")
+        raise InvalidRequest(f"{name} (env {env}) must be a number of seconds, {more}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -118,21 +119,22 @@ class EngineConfig:
         _check_seconds("lease_timeout_s", self.lease_timeout_s, zero_ok=True)
         _check_seconds("heartbeat_ttl_s", self.heartbeat_ttl_s, zero_ok=False)
         if not isinstance(self.delivery_max_attempts, int) or self.delivery_max_attempts < 1:
-            raise ValueError(f"delivery_max_attempts must be a positive integer, got {self.delivery_max_attempts!r}")
+            raise InvalidRequest(f"delivery_max_attempts must be a positive integer, got {self.delivery_max_attempts!r}")
         bad = {p: v for p, v in dict(self.unknown_send_policy).items() if v not in (RESEND, HOLD)}
         if bad:
-            raise ValueError(f"unknown_send_policy values must be 'resend' or 'hold', got {bad!r}")
+            raise InvalidRequest(f"unknown_send_policy values must be 'resend' or 'hold', got {bad!r}")
         if self.compression_mode not in COMPRESSION_MODES:
-            raise ValueError(f"compression_mode must be one of {', '.join(COMPRESSION_MODES)},"
+            raise InvalidRequest(f"compression_mode must be one of {', '.join(COMPRESSION_MODES)},"
                              f" got {self.compression_mode!r}")
         if not isinstance(self.retention, Retention):
-            raise ValueError(f"retention must be a Retention, got {self.retention!r}")
-        if not isinstance(self.erasure_check_s, (int, float)) or self.erasure_check_s < 0:
-            raise ValueError(f"erasure_check_s must be a number of seconds, 0 or more, got {self.erasure_check_s!r}")
+            raise InvalidRequest(f"retention must be a Retention, got {self.retention!r}")
+        if isinstance(self.erasure_check_s, bool) or not isinstance(self.erasure_check_s, (int, float)) \
+                or not math.isfinite(self.erasure_check_s) or self.erasure_check_s < 0:
+            raise InvalidRequest(f"erasure_check_s must be a number of seconds, 0 or more, got {self.erasure_check_s!r}")
         if self.gc_mode not in GC_MODES:
-            raise ValueError(f"gc_mode must be one of {', '.join(GC_MODES)}, got {self.gc_mode!r}")
+            raise InvalidRequest(f"gc_mode must be one of {', '.join(GC_MODES)}, got {self.gc_mode!r}")
         if self.summariser is not None and not callable(self.summariser):
-            raise ValueError(f"summariser must be callable, got {self.summariser!r}")
+            raise InvalidRequest(f"summariser must be callable, got {self.summariser!r}")
 
     def key_options(self) -> dict[str, Any]:
         """The key rule's options as this config says them (the engine routes by the log's settings

@@ -85,3 +85,15 @@ def test_the_command_line_says_which_yes_no_variable_and_makes_no_database(tmp_p
     [error] = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert "TURNLOG_GROUP_COMMIT='sometimes'" in error
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("field, value", [
+    ("lease_ttl_s", -1.0), ("lease_timeout_s", "30"), ("heartbeat_ttl_s", 0), ("dedup_window_s", -5),
+    ("dedup_window_s", {"telegram": True}), ("delivery_max_attempts", 0), ("unknown_send_policy", {"telegram": "maybe"}),
+    ("compression_mode", "zip"), ("retention", 30), ("erasure_check_s", -1), ("erasure_check_s", True),
+    ("erasure_check_s", float("nan")), ("gc_mode", "never"), ("summariser", "not callable"),
+])
+def test_every_bad_field_is_a_turnlog_error_naming_it(field, value):
+    """Refused as InvalidRequest (still a ValueError), so a caller catching TurnlogError sees it."""
+    with pytest.raises(InvalidRequest, match=field):
+        EngineConfig(**{field: value})

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 from uuid import UUID
 
+from ..errors import InvalidRequest
 from .base import TurnlogAggregate, stream_id
 
 DEFAULT_DEDUP_WINDOW_S = 300.0
@@ -69,7 +70,7 @@ def check_windows(windows: Any) -> None:
         if isinstance(windows, Mapping) else [windows]
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= CONTENT_SEEN_KEEP_S:
-            raise ValueError(f"dedup_window_s must be seconds from 0 to {CONTENT_SEEN_KEEP_S:.0f} "
+            raise InvalidRequest(f"dedup_window_s must be seconds from 0 to {CONTENT_SEEN_KEEP_S:.0f} "
                              f"(one number or one per platform), got {windows!r}")
 
 
