@@ -218,12 +218,18 @@ def _name_max(folder: str) -> int:
         return 255
 
 
-def create(path: str) -> None:
-    """Make a new, marked turnlog database at `path`, whole or not at all; a file that appears
-    there meanwhile is kept (and identified by the caller)."""
+def require_folder(path: str) -> str:
+    """The folder a database to be made at `path` goes in, which must exist."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise StoreError(f"cannot create database {path}: directory {folder} does not exist")
+    return folder
+
+
+def create(path: str) -> None:
+    """Make a new, marked turnlog database at `path`, whole or not at all; a file that appears
+    there meanwhile is kept (and identified by the caller)."""
+    folder = require_folder(path)
     if not writable(path):
         raise ReadOnlyDatabase(f"cannot create database {path}: directory {folder} is read-only")
     name = len(os.fsencode(os.path.basename(path)))

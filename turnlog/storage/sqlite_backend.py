@@ -63,8 +63,11 @@ class SqliteBackend:
     def prepare(self, *, read_only: bool, create_missing: bool) -> "SqliteBackend":
         if self.callers_own():
             return self
+        separate_views = self.views_path != self.path and not _callers_own(self.views_path) and not read_only
+        if separate_views and not os.path.lexists(self.views_path):
+            dbfile.require_folder(self.views_path)  # before the log is made: refused, nothing is left
         identity = dbfile.prepare(self.path, read_only=read_only, create_missing=create_missing)
-        if self.views_path != self.path and not _callers_own(self.views_path) and not read_only:
+        if separate_views:
             # Read models kept in a file of their own (views=): checked as a PostgreSQL log's are,
             # a cache of the log made when missing.
             dbfile.prepare(self.views_path, read_only=False, create_missing=True, views_only=True)
